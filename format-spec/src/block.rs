@@ -1,0 +1,740 @@
+//! Blocks: the framed, checksummed, independently decompressible units of a log,
+//! and the compact encoding of the events inside them (SPEC.md §4–§6).
+//!
+//! An [`EventEncoder`] turns events into one block's payload, keeping the delta state
+//! (sequence, address, time) that makes most fields one or two bytes. [`decode_events`]
+//! is its inverse and starts from the same fresh state, so every block decodes alone.
+
+use crate::event::*;
+use crate::varint::{put_i64, put_u64, Cursor, CursorError};
+
+/// The four bytes that start every block frame.
+pub const BLOCK_MAGIC: [u8; 4] = *b"MRLB";
+/// Size of a block frame in bytes.
+pub const FRAME_LEN: usize = 48;
+/// Largest decompressed payload a block may declare (64 MiB); larger is corruption.
+pub const MAX_RAW_LEN: u32 = 64 << 20;
+/// Stream id of the recorder's own metadata (modules, session facts).
+pub const METADATA_THREAD: u32 = 0;
+
+/// What a block holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKind {
+    /// A thread's event stream.
+    Events,
+    /// The clean end-of-log record.
+    End,
+    /// A kind from a newer minor version: skipped by its length.
+    Unknown(u8),
+}
+
+impl BlockKind {
+    pub fn to_byte(self) -> u8 {
+        match self {
+            BlockKind::Events => 1,
+            BlockKind::End => 2,
+            BlockKind::Unknown(b) => b,
+        }
+    }
+    pub fn from_byte(b: u8) -> Self {
+        match b {
+            1 => BlockKind::Events,
+            2 => BlockKind::End,
+            b => BlockKind::Unknown(b),
+        }
+    }
+}
+
+/// How a block's payload is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Lz4,
+    Unknown(u8),
+}
+
+impl Compression {
+    pub fn to_byte(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Unknown(b) => b,
+        }
+    }
+    pub fn from_byte(b: u8) -> Self {
+        match b {
+            0 => Compression::None,
+            1 => Compression::Lz4,
+            b => Compression::Unknown(b),
+        }
+    }
+}
+
+/// The fixed 48-byte frame in front of every block payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockFrame {
+    pub kind: BlockKind,
+    pub compression: Compression,
+    /// The stream (recorder thread index) the events came from; 0 = metadata.
+    pub thread: u32,
+    pub event_count: u32,
+    /// Smallest and largest `seq` of the block's sequenced events (both 0 if none).
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// Bytes of payload that follow the frame on disk.
+    pub stored_len: u32,
+    /// Bytes of payload once decompressed.
+    pub raw_len: u32,
+    /// CRC-32 (IEEE) of the stored payload bytes.
+    pub payload_crc: u32,
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameError {
+    BadMagic,
+    BadChecksum,
+    Implausible,
+}
+
+impl BlockFrame {
+    pub fn to_bytes(&self) -> [u8; FRAME_LEN] {
+        let mut f = [0u8; FRAME_LEN];
+        f[0..4].copy_from_slice(&BLOCK_MAGIC);
+        f[4] = self.kind.to_byte();
+        f[5] = self.compression.to_byte();
+        // f[6..8] reserved, zero.
+        f[8..12].copy_from_slice(&self.thread.to_le_bytes());
+        f[12..16].copy_from_slice(&self.event_count.to_le_bytes());
+        f[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
+        f[24..32].copy_from_slice(&self.last_seq.to_le_bytes());
+        f[32..36].copy_from_slice(&self.stored_len.to_le_bytes());
+        f[36..40].copy_from_slice(&self.raw_len.to_le_bytes());
+        f[40..44].copy_from_slice(&self.payload_crc.to_le_bytes());
+        let crc = crc32fast::hash(&f[..44]);
+        f[44..48].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    /// Parses and validates a frame (magic, frame checksum, plausible lengths).
+    pub fn parse(f: &[u8; FRAME_LEN]) -> Result<BlockFrame, FrameError> {
+        if f[0..4] != BLOCK_MAGIC {
+            return Err(FrameError::BadMagic);
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&f[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        if crc32fast::hash(&f[..44]) != u32_at(44) {
+            return Err(FrameError::BadChecksum);
+        }
+        let frame = BlockFrame {
+            kind: BlockKind::from_byte(f[4]),
+            compression: Compression::from_byte(f[5]),
+            thread: u32_at(8),
+            event_count: u32_at(12),
+            first_seq: u64_at(16),
+            last_seq: u64_at(24),
+            stored_len: u32_at(32),
+            raw_len: u32_at(36),
+            payload_crc: u32_at(40),
+        };
+        if frame.raw_len > MAX_RAW_LEN || frame.stored_len > MAX_RAW_LEN + (MAX_RAW_LEN / 255) + 16 {
+            return Err(FrameError::Implausible);
+        }
+        Ok(frame)
+    }
+}
+
+/// Record tags (SPEC.md §6). Tags below [`FIRST_SIZED_TAG`] have fixed layouts and no
+/// length; tags from it up to [`LAST_SIZED_TAG`] are followed by a varint body length,
+/// so that a reader skips the kinds it does not know.
+pub mod tag {
+    pub const ALLOC: u8 = 0x01;
+    pub const FREE: u8 = 0x02;
+    pub const REALLOC: u8 = 0x03;
+    pub const DOMAIN_ALLOC: u8 = 0x04;
+    pub const DOMAIN_FREE: u8 = 0x05;
+    pub const USAGE: u8 = 0x06;
+    pub const CONTEXT_PUSH: u8 = 0x07;
+    pub const CONTEXT_POP: u8 = 0x08;
+    pub const ATTACH_PUSH: u8 = 0x09;
+    pub const ATTACH_POP: u8 = 0x0a;
+    pub const TIME: u8 = 0x0b;
+    pub const FRAME_START: u8 = 0x0c;
+    pub const LABEL: u8 = 0x0d;
+
+    pub const DEFINE_STRING: u8 = 0x20;
+    pub const DEFINE_STACK: u8 = 0x21;
+    pub const DEFINE_CONTEXT_TYPE: u8 = 0x22;
+    pub const DEFINE_DOMAIN: u8 = 0x23;
+    pub const MODULE: u8 = 0x24;
+    pub const THREAD_INFO: u8 = 0x25;
+    pub const RESOURCE: u8 = 0x26;
+    pub const LOST: u8 = 0x27;
+}
+pub const FIRST_SIZED_TAG: u8 = 0x20;
+pub const LAST_SIZED_TAG: u8 = 0x7f;
+
+/// Encodes events into one block's payload with per-block delta state.
+#[derive(Debug, Default, Clone)]
+pub struct EventEncoder {
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    prev_seq: u64,
+    prev_addr: u64,
+    prev_time: u64,
+    count: u32,
+    first_seq: Option<u64>,
+    last_seq: u64,
+}
+
+#[inline]
+fn delta(new: u64, prev: u64) -> i64 {
+    new.wrapping_sub(prev) as i64
+}
+
+impl EventEncoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Encoded payload bytes so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn event_count(&self) -> u32 {
+        self.count
+    }
+
+    /// The uncompressed payload so far.
+    pub fn payload(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// (first, last) sequence numbers of the block's sequenced events, or (0, 0).
+    pub fn seq_range(&self) -> (u64, u64) {
+        match self.first_seq {
+            Some(f) => (f, self.last_seq),
+            None => (0, 0),
+        }
+    }
+
+    /// Forgets the payload and the delta state: the next event starts a new block.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.prev_seq = 0;
+        self.prev_addr = 0;
+        self.prev_time = 0;
+        self.count = 0;
+        self.first_seq = None;
+        self.last_seq = 0;
+    }
+
+    #[inline]
+    fn seq(&mut self, seq: u64) {
+        put_i64(&mut self.buf, delta(seq, self.prev_seq));
+        self.prev_seq = seq;
+        if self.first_seq.is_none() {
+            self.first_seq = Some(seq);
+        }
+        self.last_seq = self.last_seq.max(seq);
+        if let Some(f) = self.first_seq.as_mut() {
+            *f = (*f).min(seq);
+        }
+    }
+
+    #[inline]
+    fn addr(&mut self, addr: u64) {
+        put_i64(&mut self.buf, delta(addr, self.prev_addr));
+        self.prev_addr = addr;
+    }
+
+    /// Appends one event.
+    pub fn push(&mut self, event: &Event) {
+        self.count += 1;
+        match *event {
+            Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
+                if domain == HEAP_DOMAIN {
+                    self.buf.push(tag::ALLOC);
+                    self.seq(seq);
+                } else {
+                    self.buf.push(tag::DOMAIN_ALLOC);
+                    self.seq(seq);
+                    put_u64(&mut self.buf, u64::from(domain));
+                }
+                self.addr(addr);
+                put_u64(&mut self.buf, size);
+                put_u64(&mut self.buf, u64::from(stack));
+                self.buf.push(align_log2);
+            }
+            Event::Free { seq, domain, addr, stack } => {
+                if domain == HEAP_DOMAIN {
+                    self.buf.push(tag::FREE);
+                    self.seq(seq);
+                } else {
+                    self.buf.push(tag::DOMAIN_FREE);
+                    self.seq(seq);
+                    put_u64(&mut self.buf, u64::from(domain));
+                }
+                self.addr(addr);
+                put_u64(&mut self.buf, u64::from(stack));
+            }
+            Event::Realloc { seq, old_addr, new_addr, new_size, align_log2, stack } => {
+                self.buf.push(tag::REALLOC);
+                self.seq(seq);
+                self.addr(old_addr);
+                self.addr(new_addr);
+                put_u64(&mut self.buf, new_size);
+                put_u64(&mut self.buf, u64::from(stack));
+                self.buf.push(align_log2);
+            }
+            Event::Usage { seq, addr, used } => {
+                self.buf.push(tag::USAGE);
+                self.seq(seq);
+                self.addr(addr);
+                put_u64(&mut self.buf, used);
+            }
+            Event::ContextPush { ty, name, flags } => {
+                self.buf.push(tag::CONTEXT_PUSH);
+                put_u64(&mut self.buf, u64::from(ty));
+                put_u64(&mut self.buf, u64::from(name));
+                self.buf.push(flags);
+            }
+            Event::ContextPop => self.buf.push(tag::CONTEXT_POP),
+            Event::AttachPush { seq, addr } => {
+                self.buf.push(tag::ATTACH_PUSH);
+                self.seq(seq);
+                self.addr(addr);
+            }
+            Event::AttachPop => self.buf.push(tag::ATTACH_POP),
+            Event::Time { ns } => {
+                self.buf.push(tag::TIME);
+                put_i64(&mut self.buf, delta(ns, self.prev_time));
+                self.prev_time = ns;
+            }
+            Event::FrameStart { seq, frame } => {
+                self.buf.push(tag::FRAME_START);
+                self.seq(seq);
+                put_u64(&mut self.buf, frame);
+            }
+            Event::Label { seq, name } => {
+                self.buf.push(tag::LABEL);
+                self.seq(seq);
+                put_u64(&mut self.buf, u64::from(name));
+            }
+            Event::DefineString { id, ref text } => self.sized(tag::DEFINE_STRING, |b| {
+                put_u64(b, u64::from(id));
+                b.extend_from_slice(text.as_bytes());
+            }),
+            Event::DefineStack { id, ref frames } => self.sized(tag::DEFINE_STACK, |b| {
+                put_u64(b, u64::from(id));
+                put_u64(b, frames.len() as u64);
+                let mut prev = 0u64;
+                for &f in frames {
+                    put_i64(b, delta(f, prev));
+                    prev = f;
+                }
+            }),
+            Event::DefineContextType { id, name } => self.sized(tag::DEFINE_CONTEXT_TYPE, |b| {
+                put_u64(b, u64::from(id));
+                put_u64(b, u64::from(name));
+            }),
+            Event::DefineDomain { id, name, kind, capacity, parent } => {
+                self.sized(tag::DEFINE_DOMAIN, |b| {
+                    put_u64(b, u64::from(id));
+                    put_u64(b, u64::from(name));
+                    b.push(kind.to_byte());
+                    put_u64(b, capacity);
+                    put_u64(b, parent.map_or(0, |p| u64::from(p) + 1));
+                })
+            }
+            Event::Module { base, size, path, ref build_id } => self.sized(tag::MODULE, |b| {
+                put_u64(b, base);
+                put_u64(b, size);
+                put_u64(b, u64::from(path));
+                b.extend_from_slice(build_id);
+            }),
+            Event::ThreadInfo { os_tid, name } => self.sized(tag::THREAD_INFO, |b| {
+                put_u64(b, os_tid);
+                put_u64(b, u64::from(name));
+            }),
+            Event::Resource { domain, addr, ref desc } => self.sized(tag::RESOURCE, |b| {
+                put_u64(b, u64::from(domain));
+                put_u64(b, addr);
+                b.push(desc.kind.to_byte());
+                put_u64(b, u64::from(desc.width));
+                put_u64(b, u64::from(desc.height));
+                put_u64(b, u64::from(desc.depth_or_layers));
+                put_u64(b, u64::from(desc.mip_levels));
+                put_u64(b, u64::from(desc.format));
+                put_u64(b, u64::from(desc.name));
+            }),
+            Event::Lost { events, bytes, reason } => self.sized(tag::LOST, |b| {
+                put_u64(b, events);
+                put_u64(b, bytes);
+                b.push(reason.to_byte());
+            }),
+            Event::Unknown { .. } => {
+                // Nothing to write: an unknown record's body was not kept.
+                self.count -= 1;
+            }
+        }
+    }
+
+    fn sized(&mut self, tag: u8, body: impl FnOnce(&mut Vec<u8>)) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        body(&mut scratch);
+        self.buf.push(tag);
+        put_u64(&mut self.buf, scratch.len() as u64);
+        self.buf.extend_from_slice(&scratch);
+        self.scratch = scratch;
+    }
+
+    /// Frames the payload as a complete block (compressed with LZ4 when that is smaller),
+    /// appends it to `out`, and clears the encoder for the next block.
+    pub fn finish_into(&mut self, thread: u32, out: &mut Vec<u8>) {
+        let (first_seq, last_seq) = self.seq_range();
+        let raw_len = self.buf.len();
+        let frame_at = out.len();
+        out.resize(frame_at + FRAME_LEN, 0);
+        let payload_at = out.len();
+        out.resize(payload_at + lz4_flex::block::get_maximum_output_size(raw_len), 0);
+        let compressed = lz4_flex::block::compress_into(&self.buf, &mut out[payload_at..]).ok();
+        let (compression, stored_len) = match compressed {
+            Some(n) if n < raw_len => (Compression::Lz4, n),
+            _ => {
+                out.truncate(payload_at);
+                out.extend_from_slice(&self.buf);
+                (Compression::None, raw_len)
+            }
+        };
+        out.truncate(payload_at + stored_len);
+        let frame = BlockFrame {
+            kind: BlockKind::Events,
+            compression,
+            thread,
+            event_count: self.count,
+            first_seq,
+            last_seq,
+            stored_len: stored_len as u32,
+            raw_len: raw_len as u32,
+            payload_crc: crc32fast::hash(&out[payload_at..]),
+        };
+        out[frame_at..payload_at].copy_from_slice(&frame.to_bytes());
+        self.clear();
+    }
+}
+
+/// The end-of-log record's payload: totals a reader checks its reading against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndOfLog {
+    /// Event blocks written before this record.
+    pub blocks: u64,
+    /// Events in those blocks.
+    pub events: u64,
+    /// Events the recorder had to lose (also reported by `Lost` records).
+    pub lost_events: u64,
+    /// Time of the end, nanoseconds since the start.
+    pub end_ns: u64,
+}
+
+impl EndOfLog {
+    /// The complete end-of-log block: frame and uncompressed payload.
+    pub fn to_block_bytes(&self) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(32);
+        put_u64(&mut payload, self.blocks);
+        put_u64(&mut payload, self.events);
+        put_u64(&mut payload, self.lost_events);
+        put_u64(&mut payload, self.end_ns);
+        let frame = BlockFrame {
+            kind: BlockKind::End,
+            compression: Compression::None,
+            thread: METADATA_THREAD,
+            event_count: 0,
+            first_seq: 0,
+            last_seq: 0,
+            stored_len: payload.len() as u32,
+            raw_len: payload.len() as u32,
+            payload_crc: crc32fast::hash(&payload),
+        };
+        let mut out = frame.to_bytes().to_vec();
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    pub fn parse(payload: &[u8]) -> Result<EndOfLog, BlockError> {
+        let mut c = Cursor::new(payload);
+        let e = |_| BlockError::Malformed { offset: 0, what: "end-of-log record" };
+        Ok(EndOfLog {
+            blocks: c.u64().map_err(e)?,
+            events: c.u64().map_err(e)?,
+            lost_events: c.u64().map_err(e)?,
+            end_ns: c.u64().map_err(e)?,
+        })
+    }
+}
+
+/// Why a block's payload could not be decoded. The block is skipped and reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockError {
+    /// The stored payload does not match its checksum.
+    ChecksumMismatch,
+    /// The payload does not decompress to its declared length.
+    Decompression,
+    /// A compression method this reader does not know.
+    UnknownCompression(u8),
+    /// A record could not be parsed at `offset` of the decompressed payload.
+    Malformed { offset: usize, what: &'static str },
+}
+
+impl std::fmt::Display for BlockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BlockError::ChecksumMismatch => write!(f, "payload checksum mismatch"),
+            BlockError::Decompression => write!(f, "payload does not decompress"),
+            BlockError::UnknownCompression(c) => write!(f, "unknown compression method {c}"),
+            BlockError::Malformed { offset, what } => {
+                write!(f, "malformed {what} at payload offset {offset}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BlockError {}
+
+/// Verifies and decompresses a stored payload.
+pub fn unpack_payload(frame: &BlockFrame, stored: &[u8]) -> Result<Vec<u8>, BlockError> {
+    if crc32fast::hash(stored) != frame.payload_crc {
+        return Err(BlockError::ChecksumMismatch);
+    }
+    match frame.compression {
+        Compression::None => {
+            if stored.len() != frame.raw_len as usize {
+                return Err(BlockError::Decompression);
+            }
+            Ok(stored.to_vec())
+        }
+        Compression::Lz4 => {
+            let mut raw = vec![0u8; frame.raw_len as usize];
+            match lz4_flex::block::decompress_into(stored, &mut raw) {
+                Ok(n) if n == raw.len() => Ok(raw),
+                _ => Err(BlockError::Decompression),
+            }
+        }
+        Compression::Unknown(c) => Err(BlockError::UnknownCompression(c)),
+    }
+}
+
+/// Decodes a decompressed payload into its events, in order.
+pub fn decode_events(payload: &[u8]) -> EventDecoder<'_> {
+    EventDecoder { c: Cursor::new(payload), prev_seq: 0, prev_addr: 0, prev_time: 0, failed: false }
+}
+
+/// Iterator over a payload's events; stops after the first error.
+#[derive(Debug, Clone)]
+pub struct EventDecoder<'a> {
+    c: Cursor<'a>,
+    prev_seq: u64,
+    prev_addr: u64,
+    prev_time: u64,
+    failed: bool,
+}
+
+impl<'a> EventDecoder<'a> {
+    fn seq(&mut self) -> Result<u64, CursorError> {
+        self.prev_seq = self.prev_seq.wrapping_add(self.c.i64()? as u64);
+        Ok(self.prev_seq)
+    }
+
+    fn addr(&mut self) -> Result<u64, CursorError> {
+        self.prev_addr = self.prev_addr.wrapping_add(self.c.i64()? as u64);
+        Ok(self.prev_addr)
+    }
+
+    fn next_event(&mut self) -> Result<Event, (&'static str, CursorError)> {
+        let t = self.c.u8().map_err(|e| ("tag", e))?;
+        let ev = match t {
+            tag::ALLOC | tag::DOMAIN_ALLOC => (|| {
+                let seq = self.seq()?;
+                let domain = if t == tag::ALLOC { HEAP_DOMAIN } else { self.c.u32()? };
+                let addr = self.addr()?;
+                let size = self.c.u64()?;
+                let stack = self.c.u32()?;
+                let align_log2 = self.c.u8()?;
+                Ok(Event::Alloc { seq, domain, addr, size, align_log2, stack })
+            })()
+            .map_err(|e| ("alloc", e))?,
+            tag::FREE | tag::DOMAIN_FREE => (|| {
+                let seq = self.seq()?;
+                let domain = if t == tag::FREE { HEAP_DOMAIN } else { self.c.u32()? };
+                let addr = self.addr()?;
+                let stack = self.c.u32()?;
+                Ok(Event::Free { seq, domain, addr, stack })
+            })()
+            .map_err(|e| ("free", e))?,
+            tag::REALLOC => (|| {
+                let seq = self.seq()?;
+                let old_addr = self.addr()?;
+                let new_addr = self.addr()?;
+                let new_size = self.c.u64()?;
+                let stack = self.c.u32()?;
+                let align_log2 = self.c.u8()?;
+                Ok(Event::Realloc { seq, old_addr, new_addr, new_size, align_log2, stack })
+            })()
+            .map_err(|e| ("realloc", e))?,
+            tag::USAGE => (|| {
+                let seq = self.seq()?;
+                let addr = self.addr()?;
+                let used = self.c.u64()?;
+                Ok(Event::Usage { seq, addr, used })
+            })()
+            .map_err(|e| ("usage", e))?,
+            tag::CONTEXT_PUSH => (|| {
+                let ty = self.c.u32()?;
+                let name = self.c.u32()?;
+                let flags = self.c.u8()?;
+                Ok(Event::ContextPush { ty, name, flags })
+            })()
+            .map_err(|e| ("context push", e))?,
+            tag::CONTEXT_POP => Event::ContextPop,
+            tag::ATTACH_PUSH => (|| {
+                let seq = self.seq()?;
+                let addr = self.addr()?;
+                Ok(Event::AttachPush { seq, addr })
+            })()
+            .map_err(|e| ("attach push", e))?,
+            tag::ATTACH_POP => Event::AttachPop,
+            tag::TIME => {
+                let d = self.c.i64().map_err(|e| ("time", e))?;
+                self.prev_time = self.prev_time.wrapping_add(d as u64);
+                Event::Time { ns: self.prev_time }
+            }
+            tag::FRAME_START => (|| {
+                let seq = self.seq()?;
+                let frame = self.c.u64()?;
+                Ok(Event::FrameStart { seq, frame })
+            })()
+            .map_err(|e| ("frame start", e))?,
+            tag::LABEL => (|| {
+                let seq = self.seq()?;
+                let name = self.c.u32()?;
+                Ok(Event::Label { seq, name })
+            })()
+            .map_err(|e| ("label", e))?,
+            FIRST_SIZED_TAG..=LAST_SIZED_TAG => {
+                let len = self.c.u64().map_err(|e| ("record length", e))?;
+                let len = usize::try_from(len).map_err(|_| ("record length", CursorError::Overlong))?;
+                let body = self.c.bytes(len).map_err(|e| ("record body", e))?;
+                decode_sized(t, body)?
+            }
+            _ => return Err(("record tag", CursorError::Overlong)),
+        };
+        Ok(ev)
+    }
+}
+
+fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)> {
+    let mut b = Cursor::new(body);
+    let what = match t {
+        tag::DEFINE_STRING => "string definition",
+        tag::DEFINE_STACK => "stack definition",
+        tag::DEFINE_CONTEXT_TYPE => "context type definition",
+        tag::DEFINE_DOMAIN => "domain definition",
+        tag::MODULE => "module record",
+        tag::THREAD_INFO => "thread info",
+        tag::RESOURCE => "resource descriptor",
+        tag::LOST => "lost record",
+        _ => return Ok(Event::Unknown { tag: t, len: body.len() as u32 }),
+    };
+    let r = (|| -> Result<Event, CursorError> {
+        Ok(match t {
+            tag::DEFINE_STRING => {
+                let id = b.u32()?;
+                let rest = b.bytes(b.remaining())?;
+                let text = std::str::from_utf8(rest).map_err(|_| CursorError::Overlong)?;
+                Event::DefineString { id, text: text.to_owned() }
+            }
+            tag::DEFINE_STACK => {
+                let id = b.u32()?;
+                let n = b.u64()?;
+                // Each frame takes at least one byte: never reserve more than the body holds.
+                let mut frames = Vec::with_capacity((n as usize).min(b.remaining()));
+                let mut prev = 0u64;
+                for _ in 0..n {
+                    prev = prev.wrapping_add(b.i64()? as u64);
+                    frames.push(prev);
+                }
+                Event::DefineStack { id, frames }
+            }
+            tag::DEFINE_CONTEXT_TYPE => Event::DefineContextType { id: b.u32()?, name: b.u32()? },
+            tag::DEFINE_DOMAIN => {
+                let id = b.u32()?;
+                let name = b.u32()?;
+                let kind = DomainKind::from_byte(b.u8()?);
+                let capacity = b.u64()?;
+                let parent = match b.u32()? {
+                    0 => None,
+                    p => Some(p - 1),
+                };
+                Event::DefineDomain { id, name, kind, capacity, parent }
+            }
+            tag::MODULE => {
+                let base = b.u64()?;
+                let size = b.u64()?;
+                let path = b.u32()?;
+                let build_id = b.bytes(b.remaining())?.to_vec();
+                Event::Module { base, size, path, build_id }
+            }
+            tag::THREAD_INFO => Event::ThreadInfo { os_tid: b.u64()?, name: b.u32()? },
+            tag::RESOURCE => {
+                let domain = b.u32()?;
+                let addr = b.u64()?;
+                let desc = ResourceDesc {
+                    kind: ResourceKind::from_byte(b.u8()?),
+                    width: b.u32()?,
+                    height: b.u32()?,
+                    depth_or_layers: b.u32()?,
+                    mip_levels: b.u32()?,
+                    format: b.u32()?,
+                    name: b.u32()?,
+                };
+                Event::Resource { domain, addr, desc }
+            }
+            tag::LOST => Event::Lost {
+                events: b.u64()?,
+                bytes: b.u64()?,
+                reason: LossReason::from_byte(b.u8()?),
+            },
+            _ => unreachable!("filtered above"),
+        })
+    })();
+    // Bytes left in the body are fields of a newer minor version: ignored.
+    r.map_err(|e| (what, e))
+}
+
+impl Iterator for EventDecoder<'_> {
+    type Item = Result<Event, BlockError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.c.is_empty() {
+            return None;
+        }
+        let offset = self.c.position();
+        match self.next_event() {
+            Ok(ev) => Some(Ok(ev)),
+            Err((what, _)) => {
+                self.failed = true;
+                Some(Err(BlockError::Malformed { offset, what }))
+            }
+        }
+    }
+}

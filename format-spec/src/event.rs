@@ -1,0 +1,232 @@
+//! The events a log holds, as typed values: what the recorder encodes and the
+//! decoder yields. The byte encoding of each lives in `block.rs` (SPEC.md §5).
+
+/// Id of an interned string. `0` means "no string".
+pub type StringId = u32;
+/// Id of an interned callstack. `0` means "no callstack recorded".
+pub type StackId = u32;
+/// Id of a memory domain. [`HEAP_DOMAIN`] (`0`) is the process heap and is never defined.
+pub type DomainId = u32;
+/// Id of a context type (e.g. "Texture"). Defined by [`Event::DefineContextType`].
+pub type ContextTypeId = u32;
+
+/// The global allocator's heap: the domain every `GlobalAlloc` allocation belongs to.
+pub const HEAP_DOMAIN: DomainId = 0;
+
+/// What kind of memory a domain is. Reports group and total domains by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DomainKind {
+    /// The global allocator's heap (only domain 0).
+    Heap,
+    /// A pool, arena or other sub-allocator whose blocks live inside another domain.
+    Pool,
+    /// GPU memory local to the device (VRAM).
+    GpuLocal,
+    /// System memory visible to the GPU (host-visible / shared).
+    GpuShared,
+    /// Anything else: virtual reservations, mapped files, external allocators.
+    Other,
+    /// A kind this reader does not know (from a newer minor version).
+    Unknown(u8),
+}
+
+impl DomainKind {
+    pub fn to_byte(self) -> u8 {
+        match self {
+            DomainKind::Heap => 0,
+            DomainKind::Pool => 1,
+            DomainKind::GpuLocal => 2,
+            DomainKind::GpuShared => 3,
+            DomainKind::Other => 4,
+            DomainKind::Unknown(b) => b,
+        }
+    }
+
+    pub fn from_byte(b: u8) -> Self {
+        match b {
+            0 => DomainKind::Heap,
+            1 => DomainKind::Pool,
+            2 => DomainKind::GpuLocal,
+            3 => DomainKind::GpuShared,
+            4 => DomainKind::Other,
+            b => DomainKind::Unknown(b),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DomainKind::Heap => "heap",
+            DomainKind::Pool => "pool",
+            DomainKind::GpuLocal => "gpu-local",
+            DomainKind::GpuShared => "gpu-shared",
+            DomainKind::Other => "other",
+            DomainKind::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// What a GPU (or other) resource is, for breaking domain memory down by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    Buffer,
+    Texture,
+    RenderTarget,
+    DepthStencil,
+    Other,
+    Unknown(u8),
+}
+
+impl ResourceKind {
+    pub fn to_byte(self) -> u8 {
+        match self {
+            ResourceKind::Buffer => 0,
+            ResourceKind::Texture => 1,
+            ResourceKind::RenderTarget => 2,
+            ResourceKind::DepthStencil => 3,
+            ResourceKind::Other => 4,
+            ResourceKind::Unknown(b) => b,
+        }
+    }
+
+    pub fn from_byte(b: u8) -> Self {
+        match b {
+            0 => ResourceKind::Buffer,
+            1 => ResourceKind::Texture,
+            2 => ResourceKind::RenderTarget,
+            3 => ResourceKind::DepthStencil,
+            4 => ResourceKind::Other,
+            b => ResourceKind::Unknown(b),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ResourceKind::Buffer => "buffer",
+            ResourceKind::Texture => "texture",
+            ResourceKind::RenderTarget => "render-target",
+            ResourceKind::DepthStencil => "depth-stencil",
+            ResourceKind::Other => "other",
+            ResourceKind::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// Why the recorder lost events (SPEC.md §6, `Lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LossReason {
+    /// Events made on a thread after its recorder state was torn down and
+    /// that could not be routed to the shared fallback stream.
+    ThreadTeardown,
+    /// A single record larger than a whole recorder buffer (e.g. an enormous name).
+    RecordTooLarge,
+    /// The writer thread failed to write the log (I/O error); counts what it dropped.
+    WriteError,
+    /// Events made while `stop` was draining that arrived after the final drain.
+    AfterStop,
+    Unknown(u8),
+}
+
+impl LossReason {
+    pub fn to_byte(self) -> u8 {
+        match self {
+            LossReason::ThreadTeardown => 1,
+            LossReason::RecordTooLarge => 2,
+            LossReason::WriteError => 3,
+            LossReason::AfterStop => 4,
+            LossReason::Unknown(b) => b,
+        }
+    }
+
+    pub fn from_byte(b: u8) -> Self {
+        match b {
+            1 => LossReason::ThreadTeardown,
+            2 => LossReason::RecordTooLarge,
+            3 => LossReason::WriteError,
+            4 => LossReason::AfterStop,
+            b => LossReason::Unknown(b),
+        }
+    }
+}
+
+/// Flags of a context push.
+pub mod context_flags {
+    /// Each push is one instance (one texture, one mesh): reports average bytes per instance.
+    pub const INSTANCE: u8 = 1;
+}
+
+/// A small descriptor of a domain allocation: what GPU resource (or other object) it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceDesc {
+    pub kind: ResourceKind,
+    pub width: u32,
+    pub height: u32,
+    /// Depth for 3D textures, array layers otherwise; 1 when neither applies.
+    pub depth_or_layers: u32,
+    pub mip_levels: u32,
+    /// Pixel or element format, e.g. "BC7_UNORM" (`0` = none).
+    pub format: StringId,
+    /// Debug name of the resource (`0` = none).
+    pub name: StringId,
+}
+
+/// One record of a block's event stream. Memory events carry `seq`, the global
+/// sequence number that orders them across threads (SPEC.md §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// An allocation in `domain` (the heap for `GlobalAlloc`).
+    Alloc { seq: u64, domain: DomainId, addr: u64, size: u64, align_log2: u8, stack: StackId },
+    /// A free of the allocation at `addr` in `domain`; `stack` is the free callstack or 0.
+    Free { seq: u64, domain: DomainId, addr: u64, stack: StackId },
+    /// A heap realloc: a free of `old_addr` and an allocation of `new_size` at `new_addr`.
+    Realloc { seq: u64, old_addr: u64, new_addr: u64, new_size: u64, align_log2: u8, stack: StackId },
+    /// The container at heap address `addr` now uses `used` of its capacity.
+    Usage { seq: u64, addr: u64, used: u64 },
+    /// Enter a context of type `ty` named `name` on this thread.
+    ContextPush { ty: ContextTypeId, name: StringId, flags: u8 },
+    /// Leave this thread's innermost context.
+    ContextPop,
+    /// Allocations that follow belong to the context owning the allocation containing `addr`.
+    AttachPush { seq: u64, addr: u64 },
+    /// End this thread's innermost attach.
+    AttachPop,
+    /// The stream's clock: nanoseconds since the log's start time.
+    Time { ns: u64 },
+    /// A new frame begins.
+    FrameStart { seq: u64, frame: u64 },
+    /// A named marker in time, e.g. "level loaded".
+    Label { seq: u64, name: StringId },
+    /// Interns a string under `id`.
+    DefineString { id: StringId, text: String },
+    /// Interns a callstack under `id`: return addresses, innermost frame first.
+    DefineStack { id: StackId, frames: Vec<u64> },
+    /// Names a context type.
+    DefineContextType { id: ContextTypeId, name: StringId },
+    /// Declares a memory domain. `parent`: the domain whose blocks hold this one's allocations.
+    DefineDomain { id: DomainId, name: StringId, kind: DomainKind, capacity: u64, parent: Option<DomainId> },
+    /// A loaded module (executable or shared library) for offline symbolication.
+    Module { base: u64, size: u64, path: StringId, build_id: Vec<u8> },
+    /// Names the block's thread: its OS thread id and name.
+    ThreadInfo { os_tid: u64, name: StringId },
+    /// Describes the domain allocation at (`domain`, `addr`) made just before on this thread.
+    Resource { domain: DomainId, addr: u64, desc: ResourceDesc },
+    /// The recorder had to lose `events` events (`bytes` of payload) for `reason`.
+    Lost { events: u64, bytes: u64, reason: LossReason },
+    /// A length-prefixed record of a kind this reader does not know; skipped.
+    Unknown { tag: u8, len: u32 },
+}
+
+impl Event {
+    /// The global sequence number, for the memory events that carry one.
+    pub fn seq(&self) -> Option<u64> {
+        match *self {
+            Event::Alloc { seq, .. }
+            | Event::Free { seq, .. }
+            | Event::Realloc { seq, .. }
+            | Event::Usage { seq, .. }
+            | Event::AttachPush { seq, .. }
+            | Event::FrameStart { seq, .. }
+            | Event::Label { seq, .. } => Some(seq),
+            _ => None,
+        }
+    }
+}

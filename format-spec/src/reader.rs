@@ -1,0 +1,407 @@
+//! Streaming reader: header, then framed blocks, surviving truncation and corruption.
+//!
+//! The reader only frames: it validates each block's frame and hands the stored payload
+//! out as a [`Block`], which decodes on its own ([`Block::decode`]) so that callers can
+//! decode blocks in parallel. Whatever it cannot read (a cut-off tail, bytes skipped to
+//! find the next valid frame, a missing end-of-log record) it records in [`ReadReport`].
+
+use std::io::{self, Read};
+
+use crate::block::*;
+use crate::event::Event;
+use crate::header::FileHeader;
+use crate::FormatError;
+
+/// One event block as stored in the file.
+#[derive(Debug, Clone)]
+pub struct Block {
+    /// Byte offset of the block's frame in the file.
+    pub offset: u64,
+    pub frame: BlockFrame,
+    /// The payload as stored (compressed or not).
+    pub stored: Vec<u8>,
+}
+
+/// A block's events, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedBlock {
+    pub offset: u64,
+    pub frame: BlockFrame,
+    pub events: Vec<Event>,
+}
+
+impl Block {
+    /// Verifies the checksum, decompresses and decodes every event of the block.
+    pub fn decode(&self) -> Result<DecodedBlock, BlockError> {
+        let raw = unpack_payload(&self.frame, &self.stored)?;
+        let mut events = Vec::with_capacity(self.frame.event_count as usize);
+        for ev in decode_events(&raw) {
+            let ev = ev?;
+            if !matches!(ev, Event::Unknown { .. }) {
+                events.push(ev);
+            }
+        }
+        Ok(DecodedBlock { offset: self.offset, frame: self.frame, events })
+    }
+}
+
+/// Something of the file that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    /// The file ends inside a block: the last `bytes` bytes were lost (a crash, a copy cut short).
+    TruncatedTail { offset: u64, bytes: u64 },
+    /// `bytes` bytes without a valid block frame were skipped to reach the next one.
+    CorruptRegion { offset: u64, bytes: u64 },
+    /// A block's payload failed its checksum or did not decode; its events were skipped.
+    BadBlock { offset: u64, thread: u32, events: u32, first_seq: u64, last_seq: u64, error: BlockError },
+    /// Bytes after the end-of-log record.
+    TrailingBytes { offset: u64, bytes: u64 },
+    /// A block of a kind this reader does not know (a newer minor version) was skipped.
+    UnknownBlockKind { offset: u64, kind: u8 },
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::TruncatedTail { offset, bytes } => {
+                write!(f, "log cut off at byte {offset}: {bytes} bytes of an incomplete block lost")
+            }
+            Damage::CorruptRegion { offset, bytes } => {
+                write!(f, "{bytes} corrupt bytes skipped at byte {offset}")
+            }
+            Damage::BadBlock { offset, thread, events, first_seq, last_seq, error } => write!(
+                f,
+                "block at byte {offset} (thread {thread}, {events} events, seq {first_seq}..={last_seq}) skipped: {error}"
+            ),
+            Damage::TrailingBytes { offset, bytes } => {
+                write!(f, "{bytes} bytes after the end-of-log record at byte {offset} ignored")
+            }
+            Damage::UnknownBlockKind { offset, kind } => {
+                write!(f, "block of unknown kind {kind} at byte {offset} skipped")
+            }
+        }
+    }
+}
+
+/// What the reader saw of the file as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadReport {
+    /// The end-of-log record, if the log has one (a log without it is truncated).
+    pub end: Option<EndOfLog>,
+    /// Event blocks handed out.
+    pub blocks: u64,
+    /// Bytes read, header included.
+    pub bytes: u64,
+    pub damage: Vec<Damage>,
+}
+
+impl ReadReport {
+    /// True when the log ended with its end-of-log record and nothing was damaged.
+    pub fn is_clean(&self) -> bool {
+        self.end.is_some() && self.damage.is_empty()
+    }
+
+    /// Bytes lost to truncation and corruption.
+    pub fn bytes_lost(&self) -> u64 {
+        self.damage
+            .iter()
+            .map(|d| match d {
+                Damage::TruncatedTail { bytes, .. } | Damage::CorruptRegion { bytes, .. } => *bytes,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Events known to be lost in blocks that failed to decode.
+    pub fn events_in_bad_blocks(&self) -> u64 {
+        self.damage
+            .iter()
+            .map(|d| match d {
+                Damage::BadBlock { events, .. } => u64::from(*events),
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+/// Reads a log from any byte stream, one block at a time.
+pub struct LogReader<R> {
+    src: R,
+    buf: Vec<u8>,
+    /// Start of unread data in `buf`.
+    start: usize,
+    /// File offset of `buf[start]`.
+    offset: u64,
+    eof: bool,
+    done: bool,
+    header: FileHeader,
+    report: ReadReport,
+}
+
+const READ_CHUNK: usize = 1 << 20;
+
+impl<R: Read> LogReader<R> {
+    /// Reads and checks the header. Fails for a file that is not a memreplay log, a
+    /// newer major version, or a header that is cut off or corrupt.
+    pub fn new(src: R) -> Result<Self, FormatError> {
+        let mut r = LogReader {
+            src,
+            buf: Vec::new(),
+            start: 0,
+            offset: 0,
+            eof: false,
+            done: false,
+            header: empty_header(),
+            report: ReadReport::default(),
+        };
+        r.fill(16)?;
+        let (header, len) = loop {
+            match FileHeader::parse(&r.buf[r.start..]) {
+                Err(FormatError::TruncatedHeader) if !r.eof => {
+                    let want = r.available() + 4096;
+                    r.fill(want)?;
+                }
+                other => break other?,
+            }
+        };
+        r.consume(len);
+        r.header = header;
+        Ok(r)
+    }
+
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// What has been read so far, and what could not be.
+    pub fn report(&self) -> &ReadReport {
+        &self.report
+    }
+
+    /// Records a block that failed to decode (callers decode blocks, possibly in parallel).
+    pub fn report_bad_block(&mut self, block: &Block, error: BlockError) {
+        self.report.damage.push(bad_block(block, error));
+    }
+
+    pub fn into_report(self) -> ReadReport {
+        self.report
+    }
+
+    fn available(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Makes at least `n` unread bytes available, unless the source ends first.
+    fn fill(&mut self, n: usize) -> io::Result<()> {
+        if self.available() >= n || self.eof {
+            return Ok(());
+        }
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        while self.buf.len() < n && !self.eof {
+            let have = self.buf.len();
+            let want = (n - have).max(READ_CHUNK);
+            self.buf.resize(have + want, 0);
+            let got = loop {
+                match self.src.read(&mut self.buf[have..]) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
+            };
+            match got {
+                Ok(0) => {
+                    self.buf.truncate(have);
+                    self.eof = true;
+                }
+                Ok(k) => self.buf.truncate(have + k),
+                Err(e) => {
+                    self.buf.truncate(have);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.offset += n as u64;
+        self.report.bytes += n as u64;
+    }
+
+    /// The next event block, or `None` at the end of the log (clean or not).
+    /// I/O errors of the source are returned; damage is recorded in the report.
+    pub fn next_block(&mut self) -> io::Result<Option<Block>> {
+        let mut corrupt_from: Option<u64> = None;
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            self.fill(FRAME_LEN)?;
+            if self.available() < FRAME_LEN {
+                self.finish_at_eof(corrupt_from);
+                return Ok(None);
+            }
+            let mut fb = [0u8; FRAME_LEN];
+            fb.copy_from_slice(&self.buf[self.start..self.start + FRAME_LEN]);
+            let frame = match BlockFrame::parse(&fb) {
+                Ok(f) => f,
+                Err(_) => {
+                    corrupt_from.get_or_insert(self.offset);
+                    self.skip_to_next_magic()?;
+                    continue;
+                }
+            };
+            let total = FRAME_LEN + frame.stored_len as usize;
+            self.fill(total)?;
+            if self.available() < total {
+                self.finish_at_eof(corrupt_from);
+                return Ok(None);
+            }
+            if let Some(from) = corrupt_from.take() {
+                self.report.damage.push(Damage::CorruptRegion { offset: from, bytes: self.offset - from });
+            }
+            let offset = self.offset;
+            let stored = self.buf[self.start + FRAME_LEN..self.start + total].to_vec();
+            self.consume(total);
+            match frame.kind {
+                BlockKind::Events => {
+                    self.report.blocks += 1;
+                    return Ok(Some(Block { offset, frame, stored }));
+                }
+                BlockKind::End => {
+                    let end = unpack_payload(&frame, &stored).and_then(|p| EndOfLog::parse(&p));
+                    match end {
+                        Ok(end) => {
+                            self.report.end = Some(end);
+                            self.done = true;
+                            self.fill(1)?;
+                            let rest = self.trailing_len()?;
+                            if rest > 0 {
+                                self.report.damage.push(Damage::TrailingBytes { offset: self.offset, bytes: rest });
+                            }
+                            return Ok(None);
+                        }
+                        Err(error) => {
+                            let block = Block { offset, frame, stored };
+                            self.report.damage.push(bad_block(&block, error));
+                        }
+                    }
+                }
+                BlockKind::Unknown(kind) => {
+                    self.report.damage.push(Damage::UnknownBlockKind { offset, kind });
+                }
+            }
+        }
+    }
+
+    /// Counts (and discards) whatever follows the end-of-log record.
+    fn trailing_len(&mut self) -> io::Result<u64> {
+        let mut n = self.available() as u64;
+        self.start = self.buf.len();
+        if !self.eof {
+            n += io::copy(&mut self.src, &mut io::sink())?;
+        }
+        Ok(n)
+    }
+
+    fn finish_at_eof(&mut self, corrupt_from: Option<u64>) {
+        self.done = true;
+        let rest = self.available() as u64;
+        match corrupt_from {
+            Some(from) => self.report.damage.push(Damage::CorruptRegion { offset: from, bytes: self.offset - from + rest }),
+            None if rest > 0 => self.report.damage.push(Damage::TruncatedTail { offset: self.offset, bytes: rest }),
+            None => {}
+        }
+        self.consume(rest as usize);
+    }
+
+    /// Advances past the current byte to the next occurrence of the block magic
+    /// (or to the end of what is available, keeping a possible partial magic).
+    fn skip_to_next_magic(&mut self) -> io::Result<()> {
+        self.consume(1);
+        loop {
+            let window = &self.buf[self.start..];
+            if let Some(i) = window.windows(BLOCK_MAGIC.len()).position(|w| w == BLOCK_MAGIC) {
+                self.consume(i);
+                return Ok(());
+            }
+            let keep = BLOCK_MAGIC.len() - 1;
+            let skip = window.len().saturating_sub(keep);
+            self.consume(skip);
+            if self.eof {
+                return Ok(());
+            }
+            let want = self.available() + READ_CHUNK;
+            self.fill(want)?;
+            if self.eof && self.available() < BLOCK_MAGIC.len() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn empty_header() -> FileHeader {
+    FileHeader {
+        version_major: 0,
+        version_minor: 0,
+        flags: 0,
+        pointer_width: 0,
+        pid: 0,
+        start_unix_ns: 0,
+        ticks_per_second: 0,
+        max_stack_depth: 0,
+        os: String::new(),
+        arch: String::new(),
+        exe_path: String::new(),
+        recorder: String::new(),
+    }
+}
+
+fn bad_block(block: &Block, error: BlockError) -> Damage {
+    Damage::BadBlock {
+        offset: block.offset,
+        thread: block.frame.thread,
+        events: block.frame.event_count,
+        first_seq: block.frame.first_seq,
+        last_seq: block.frame.last_seq,
+        error,
+    }
+}
+
+/// A whole log read into memory: header, decoded blocks in file order, and the report.
+#[derive(Debug, Clone)]
+pub struct Log {
+    pub header: FileHeader,
+    pub blocks: Vec<DecodedBlock>,
+    pub report: ReadReport,
+}
+
+impl Log {
+    /// Reads and decodes every block of `src`, skipping and reporting damaged ones.
+    pub fn read(src: impl Read) -> Result<Log, FormatError> {
+        let mut reader = LogReader::new(src)?;
+        let mut blocks = Vec::new();
+        while let Some(block) = reader.next_block()? {
+            match block.decode() {
+                Ok(d) => blocks.push(d),
+                Err(e) => reader.report_bad_block(&block, e),
+            }
+        }
+        let header = reader.header().clone();
+        Ok(Log { header, blocks, report: reader.into_report() })
+    }
+
+    /// Reads a log file from disk.
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Log, FormatError> {
+        let f = std::fs::File::open(path)?;
+        Log::read(io::BufReader::with_capacity(1 << 16, f))
+    }
+
+    /// Every event of every block, in file order, with the thread it came from.
+    pub fn events(&self) -> impl Iterator<Item = (u32, &Event)> {
+        self.blocks.iter().flat_map(|b| b.events.iter().map(move |e| (b.frame.thread, e)))
+    }
+}

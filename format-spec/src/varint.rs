@@ -1,0 +1,169 @@
+//! LEB128 variable-length integers and zig-zag mapping of signed deltas.
+//!
+//! Every integer in an event payload is written with these; see SPEC.md §2.
+
+/// Appends `v` as unsigned LEB128 (7 bits a byte, low bits first, high bit = more).
+#[inline]
+pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Maps a signed value to unsigned so that small magnitudes stay small: 0,-1,1,-2 → 0,1,2,3.
+#[inline]
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// Inverse of [`zigzag`].
+#[inline]
+pub fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Appends a signed value, zig-zag mapped, as LEB128.
+#[inline]
+pub fn put_i64(out: &mut Vec<u8>, v: i64) {
+    put_u64(out, zigzag(v));
+}
+
+/// A cursor over a byte slice that reads the primitives of the format and never panics.
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+/// The cursor ran out of bytes or met a malformed integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorError {
+    /// Fewer bytes remain than the value needs.
+    UnexpectedEnd,
+    /// A LEB128 integer longer than 10 bytes or overflowing 64 bits.
+    Overlong,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Cursor { bytes, pos: 0 }
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    #[inline]
+    pub fn u8(&mut self) -> Result<u8, CursorError> {
+        let b = *self.bytes.get(self.pos).ok_or(CursorError::UnexpectedEnd)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    #[inline]
+    pub fn u64(&mut self) -> Result<u64, CursorError> {
+        let mut result = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let b = self.u8()?;
+            if shift == 63 && b > 1 {
+                return Err(CursorError::Overlong);
+            }
+            result |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(result);
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(CursorError::Overlong);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn i64(&mut self) -> Result<i64, CursorError> {
+        self.u64().map(unzigzag)
+    }
+
+    /// A varint that must fit in 32 bits.
+    #[inline]
+    pub fn u32(&mut self) -> Result<u32, CursorError> {
+        u32::try_from(self.u64()?).map_err(|_| CursorError::Overlong)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], CursorError> {
+        let end = self.pos.checked_add(n).ok_or(CursorError::UnexpectedEnd)?;
+        let s = self.bytes.get(self.pos..end).ok_or(CursorError::UnexpectedEnd)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    pub fn fixed_u16(&mut self) -> Result<u16, CursorError> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    pub fn fixed_u32(&mut self) -> Result<u32, CursorError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn fixed_u64(&mut self) -> Result<u64, CursorError> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A varint length followed by that many bytes of UTF-8.
+    pub fn string(&mut self) -> Result<&'a str, CursorError> {
+        let len = self.u64()?;
+        let len = usize::try_from(len).map_err(|_| CursorError::UnexpectedEnd)?;
+        let b = self.bytes(len)?;
+        std::str::from_utf8(b).map_err(|_| CursorError::Overlong)
+    }
+}
+
+/// Appends a varint length and the string's bytes.
+pub fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_u64(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_edges() {
+        for v in [0u64, 1, 127, 128, 16383, 16384, u32::MAX as u64, u64::MAX] {
+            let mut out = Vec::new();
+            put_u64(&mut out, v);
+            assert_eq!(Cursor::new(&out).u64(), Ok(v));
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        assert_eq!(zigzag(-1), 1);
+        assert_eq!(zigzag(1), 2);
+    }
+
+    #[test]
+    fn rejects_overlong_and_short() {
+        assert_eq!(Cursor::new(&[0x80; 11]).u64(), Err(CursorError::Overlong));
+        assert_eq!(Cursor::new(&[0x80]).u64(), Err(CursorError::UnexpectedEnd));
+        let mut max = vec![0xff; 9];
+        max.push(0x02);
+        assert_eq!(Cursor::new(&max).u64(), Err(CursorError::Overlong));
+    }
+}
