@@ -1,0 +1,203 @@
+//! What to record and where: [`Config`], built in code or read from the environment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How callstacks are captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackCapture {
+    /// Walk the frame-pointer chain: about 13 ns for 16 frames, no allocation, no lock.
+    /// Needs frame pointers (`RUSTFLAGS="-C force-frame-pointers=yes"`); without them
+    /// stacks come out short. x86_64 and aarch64 only.
+    FramePointers,
+    /// Ask the platform unwinder (`_Unwind_Backtrace`): correct without frame pointers,
+    /// about 100 ns a frame, and not safe in code that allocates while holding the
+    /// dynamic loader's lock (dlopen).
+    Unwinder,
+}
+
+impl StackCapture {
+    /// Frame pointers where the walk is implemented, the unwinder elsewhere.
+    pub const fn platform_default() -> Self {
+        if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            StackCapture::FramePointers
+        } else {
+            StackCapture::Unwinder
+        }
+    }
+}
+
+/// A recording session's settings. `Config::new(path)` records allocations with
+/// 16-frame callstacks, no free callstacks, and usage changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The log file to create (overwritten if it exists).
+    pub path: PathBuf,
+    /// Capture a callstack for every allocation.
+    pub callstacks_on_alloc: bool,
+    /// Capture a callstack for every free (MemReplay's `REPLAY_RECORD_FREECS`).
+    pub callstacks_on_free: bool,
+    /// Record container usage changes ([`usage`](crate::usage)).
+    pub usage_changes: bool,
+    /// Most frames a callstack keeps (1..=64).
+    pub max_stack_depth: usize,
+    pub stack_capture: StackCapture,
+    /// How often the writer collects idle threads' events and flushes the file: the most
+    /// a crash can lose of a thread that stopped allocating.
+    pub flush_interval: Duration,
+    /// Memory for event buffers, in bytes: the cap on what the recorder holds in flight.
+    /// When the writer falls behind, allocating threads wait for it (never drop events).
+    pub buffer_memory: usize,
+}
+
+/// An invalid setting, from code or from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid memreplay configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Most frames a callstack may keep.
+pub const MAX_STACK_DEPTH: usize = 64;
+
+impl Config {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Config {
+            path: path.into(),
+            callstacks_on_alloc: true,
+            callstacks_on_free: false,
+            usage_changes: true,
+            max_stack_depth: 16,
+            stack_capture: StackCapture::platform_default(),
+            flush_interval: Duration::from_millis(100),
+            buffer_memory: 8 << 20,
+        }
+    }
+
+    pub fn callstacks(mut self, on: bool) -> Self {
+        self.callstacks_on_alloc = on;
+        self
+    }
+
+    pub fn free_callstacks(mut self, on: bool) -> Self {
+        self.callstacks_on_free = on;
+        self
+    }
+
+    pub fn usage_changes(mut self, on: bool) -> Self {
+        self.usage_changes = on;
+        self
+    }
+
+    pub fn max_stack_depth(mut self, frames: usize) -> Self {
+        self.max_stack_depth = frames;
+        self
+    }
+
+    pub fn stack_capture(mut self, how: StackCapture) -> Self {
+        self.stack_capture = how;
+        self
+    }
+
+    pub fn flush_interval(mut self, every: Duration) -> Self {
+        self.flush_interval = every;
+        self
+    }
+
+    pub fn buffer_memory(mut self, bytes: usize) -> Self {
+        self.buffer_memory = bytes;
+        self
+    }
+
+    /// Checks the settings' ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_stack_depth == 0 || self.max_stack_depth > MAX_STACK_DEPTH {
+            return Err(ConfigError(format!(
+                "max_stack_depth must be 1..={MAX_STACK_DEPTH}, got {}",
+                self.max_stack_depth
+            )));
+        }
+        if self.buffer_memory < (1 << 20) {
+            return Err(ConfigError(format!(
+                "buffer_memory must be at least 1 MiB, got {} bytes",
+                self.buffer_memory
+            )));
+        }
+        if self.flush_interval.is_zero() {
+            return Err(ConfigError("flush_interval must be above zero".into()));
+        }
+        Ok(())
+    }
+
+    /// Reads `MEMREPLAY_LOG` (the log path; unset or empty: `Ok(None)`) and
+    /// `MEMREPLAY_OPTIONS`, a comma-separated list of `key=value`:
+    /// `callstacks=on|off`, `free-callstacks=on|off`, `usage=on|off`, `depth=N`,
+    /// `unwind=fp|unwinder`, `flush-ms=N`, `buffer-mib=N`.
+    pub fn from_env() -> Result<Option<Config>, ConfigError> {
+        let path = match std::env::var_os("MEMREPLAY_LOG") {
+            Some(p) if !p.is_empty() => p,
+            _ => return Ok(None),
+        };
+        let options = std::env::var("MEMREPLAY_OPTIONS").unwrap_or_default();
+        Config::new(PathBuf::from(path)).with_options(&options).map(Some)
+    }
+
+    /// Applies `key=value` options as in `MEMREPLAY_OPTIONS`.
+    pub fn with_options(mut self, options: &str) -> Result<Config, ConfigError> {
+        for item in options.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| ConfigError(format!("option `{item}` is not key=value")))?;
+            let on = || match value {
+                "on" | "1" | "true" | "yes" => Ok(true),
+                "off" | "0" | "false" | "no" => Ok(false),
+                _ => Err(ConfigError(format!("option `{key}` takes on or off, not `{value}`"))),
+            };
+            let number = || {
+                value
+                    .parse::<u64>()
+                    .map_err(|_| ConfigError(format!("option `{key}` takes a number, not `{value}`")))
+            };
+            match key {
+                "callstacks" => self.callstacks_on_alloc = on()?,
+                "free-callstacks" => self.callstacks_on_free = on()?,
+                "usage" => self.usage_changes = on()?,
+                "depth" => self.max_stack_depth = number()? as usize,
+                "unwind" => {
+                    self.stack_capture = match value {
+                        "fp" | "frame-pointers" => StackCapture::FramePointers,
+                        "unwinder" => StackCapture::Unwinder,
+                        _ => return Err(ConfigError(format!("unwind takes fp or unwinder, not `{value}`"))),
+                    }
+                }
+                "flush-ms" => self.flush_interval = Duration::from_millis(number()?),
+                "buffer-mib" => self.buffer_memory = (number()? as usize) << 20,
+                _ => return Err(ConfigError(format!("unknown option `{key}`"))),
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_reject() {
+        let c = Config::new("x.mrl").with_options("callstacks=off, free-callstacks=on,depth=32,usage=0").unwrap();
+        assert!(!c.callstacks_on_alloc && c.callstacks_on_free && !c.usage_changes);
+        assert_eq!(c.max_stack_depth, 32);
+        assert!(Config::new("x").with_options("depth=0").is_err());
+        assert!(Config::new("x").with_options("depth=65").is_err());
+        assert!(Config::new("x").with_options("bogus=1").is_err());
+        assert!(Config::new("x").with_options("callstacks=maybe").is_err());
+        assert!(Config::new("x").with_options("novalue").is_err());
+    }
+}

@@ -1,0 +1,151 @@
+//! Event buffers and the pool that bounds them.
+//!
+//! A [`Buffer`] is one thread's current run of raw records. Its owner appends records and
+//! publishes each with a release store of `published`; the writer thread may read any
+//! published prefix at any time (to collect idle threads' events) and receives the whole
+//! buffer through the hand-off channel once full. Only the writer returns a buffer to the
+//! pool, so a buffer the writer is reading is never reused under it.
+//!
+//! Buffers are allocated from `System` directly, never through the hooked allocator.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+/// Bytes of records a buffer holds.
+pub(crate) const BUFFER_CAPACITY: usize = 64 << 10;
+
+#[repr(C)]
+pub(crate) struct Buffer {
+    /// Bytes of `data` the owner has finished writing (release-stored by the owner).
+    pub published: AtomicUsize,
+    /// Position of this buffer in its thread's sequence of buffers (set before sharing).
+    pub index: u64,
+    /// The stream (thread) the buffer belongs to.
+    pub thread: u32,
+    /// The owner's thread ended: no buffer follows this one.
+    pub last: bool,
+    /// Bytes of `data` the writer has consumed (writer-only).
+    pub consumed: usize,
+    pub data: [u8; BUFFER_CAPACITY],
+}
+
+/// A buffer pointer that crosses threads through the channels.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct BufPtr(pub *mut Buffer);
+// SAFETY: ownership of a buffer moves with the pointer; see the module comment for the
+// one sharing (published prefix, read-only) the protocol allows.
+unsafe impl Send for BufPtr {}
+
+impl BufPtr {
+    /// Prepares a buffer for a new owner.
+    ///
+    /// # Safety
+    /// The caller owns the buffer exclusively (fresh from the pool).
+    pub unsafe fn reset(self, thread: u32, index: u64) {
+        let b = self.0;
+        unsafe {
+            (*b).published.store(0, Ordering::Relaxed);
+            (*b).index = index;
+            (*b).thread = thread;
+            (*b).last = false;
+            (*b).consumed = 0;
+        }
+    }
+
+    /// Pointer to the first byte of the data area.
+    pub fn data(self) -> *mut u8 {
+        unsafe { std::ptr::addr_of_mut!((*self.0).data) as *mut u8 }
+    }
+}
+
+fn layout() -> Layout {
+    Layout::new::<Buffer>()
+}
+
+/// The fixed set of buffers: at most `max` exist (plus one per thread that registers
+/// while all are in use, so that a new thread never waits on idle ones).
+pub(crate) struct BufferPool {
+    free_tx: Sender<BufPtr>,
+    free_rx: Receiver<BufPtr>,
+    allocated: AtomicUsize,
+    peak: AtomicUsize,
+    max: usize,
+    pub waits: AtomicU64,
+    pub wait_ns: AtomicU64,
+}
+
+impl BufferPool {
+    pub fn new(memory: usize) -> Self {
+        let max = (memory / std::mem::size_of::<Buffer>()).max(4);
+        // Room for every buffer that may exist, forced ones included.
+        let (free_tx, free_rx) = crossbeam_channel::bounded(max * 4 + 1024 + 1);
+        BufferPool {
+            free_tx,
+            free_rx,
+            allocated: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            max,
+            waits: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// How many buffers may ever be handed around at once (channel capacity).
+    pub fn capacity(&self) -> usize {
+        self.max * 4 + 1024
+    }
+
+    fn allocate(&self) -> BufPtr {
+        let n = self.allocated.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(n, Ordering::Relaxed);
+        // SAFETY: non-zero-sized layout; zeroed memory is a valid Buffer.
+        let p = unsafe { System.alloc_zeroed(layout()) } as *mut Buffer;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout());
+        }
+        BufPtr(p)
+    }
+
+    /// A free buffer. Waits for the writer when all `max` are in use, unless `force`.
+    pub fn take(&self, force: bool) -> BufPtr {
+        if let Ok(b) = self.free_rx.try_recv() {
+            return b;
+        }
+        if force || self.allocated.load(Ordering::Relaxed) < self.max {
+            return self.allocate();
+        }
+        // Back-pressure: the writer is behind. Wait for it; never drop events.
+        let t = Instant::now();
+        let b = self.free_rx.recv().expect("the pool holds its own sender");
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        b
+    }
+
+    /// Returns a consumed buffer (writer thread only).
+    pub fn give(&self, b: BufPtr) {
+        if self.free_tx.try_send(b).is_err() {
+            self.release(b);
+        }
+    }
+
+    fn release(&self, b: BufPtr) {
+        self.allocated.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: allocated by `allocate` with the same layout; no one else holds it.
+        unsafe { System.dealloc(b.0 as *mut u8, layout()) };
+    }
+
+    /// Frees every buffer waiting in the pool (at the end of a session).
+    pub fn drain(&self) {
+        while let Ok(b) = self.free_rx.try_recv() {
+            self.release(b);
+        }
+    }
+
+    pub fn peak_bytes(&self) -> u64 {
+        (self.peak.load(Ordering::Relaxed) * std::mem::size_of::<Buffer>()) as u64
+    }
+}

@@ -1,0 +1,219 @@
+//! The recorder proper, compiled with the `capture_replay_log` feature.
+//!
+//! - `thread`: each thread's state and the hooks that append raw records (the hot path:
+//!   no lock, no allocation through the hooked allocator, one relaxed `fetch_add` for
+//!   the global sequence number of each memory event).
+//! - `buffer`: the bounded pool of record buffers and the hand-off protocol.
+//! - `writer`: the writer thread: interning, encoding with `memreplay-format`, LZ4, I/O.
+//! - `record`: the raw record layout shared by the two sides.
+//! - `stack`, `sys`: callstack capture and OS facts.
+
+mod buffer;
+mod record;
+mod stack;
+mod sys;
+mod thread;
+mod writer;
+
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use memreplay_format::DomainKind;
+
+use crate::{Config, SessionStats, StartError, StackCapture};
+use buffer::{BufPtr, BufferPool};
+
+pub(crate) use thread::{
+    attach_pop, attach_push, context_pop, domain_alloc, domain_free, frame_start, label, on_alloc, on_free,
+    realloc_begin, realloc_end, set_thread_name, untracked, usage,
+};
+// Called from the macros, expanded in the game's crate.
+pub use thread::{context_push, label_fmt};
+
+/// What a session records, copied out of its [`Config`] for the hot path.
+#[derive(Clone, Copy)]
+pub(crate) struct Flags {
+    pub stacks_on_alloc: bool,
+    pub stacks_on_free: bool,
+    pub usage: bool,
+    pub depth: usize,
+    pub capture: StackCapture,
+}
+
+/// A thread's share with the writer: which buffer it is filling now.
+pub(crate) struct Slot {
+    pub thread: u32,
+    /// The owner's current buffer, or null while it hands one off or after it exited.
+    pub current: AtomicPtr<buffer::Buffer>,
+}
+
+/// One recording, from `start` to `stop`. Sessions are leaked, never freed: a thread may
+/// still hold a pointer to one while it stops.
+pub(crate) struct Session {
+    pub start: Instant,
+    pub flags: Flags,
+    pub pool: BufferPool,
+    pub full_tx: Sender<BufPtr>,
+    pub slots: Mutex<Vec<Arc<Slot>>>,
+    pub next_thread: AtomicU32,
+    /// Set by `stop`: the writer drains everything and ends the log.
+    pub stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Session {
+    /// Nanoseconds since the session started.
+    pub fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
+
+/// The recording session, or null when nothing records. Checked first by every hook.
+static SESSION: AtomicPtr<Session> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The global sequence number: the order in which the allocator saw memory events.
+static SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// The running writer thread of the current session, joined by `stop`.
+static CONTROL: Mutex<Option<std::thread::JoinHandle<SessionStats>>> = Mutex::new(None);
+
+/// Domains defined so far (ids from 1), whether or not a session was recording: the
+/// writer writes every one into each log it starts, and new ones as they appear.
+pub(crate) struct DomainDef {
+    pub id: u32,
+    pub name: String,
+    pub kind: DomainKind,
+    pub capacity: u64,
+    pub parent: Option<u32>,
+}
+pub(crate) static DOMAINS: Mutex<Vec<DomainDef>> = Mutex::new(Vec::new());
+
+#[inline(always)]
+pub(crate) fn session() -> *mut Session {
+    SESSION.load(Ordering::Acquire)
+}
+
+#[inline(always)]
+pub(crate) fn next_seq() -> u64 {
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
+pub(crate) fn is_recording() -> bool {
+    !session().is_null()
+}
+
+pub(crate) fn start(config: Config) -> Result<(), StartError> {
+    config.validate().map_err(StartError::Config)?;
+    untracked(|| {
+        let mut control = CONTROL.lock().unwrap_or_else(|e| e.into_inner());
+        if control.is_some() {
+            return Err(StartError::AlreadyRecording);
+        }
+        let file = std::fs::File::create(&config.path).map_err(StartError::Io)?;
+        let pool = BufferPool::new(config.buffer_memory);
+        // Room for every buffer that can exist: a hand-off never waits and never allocates.
+        let (full_tx, full_rx) = crossbeam_channel::bounded(pool.capacity());
+        let session: &'static Session = Box::leak(Box::new(Session {
+            start: Instant::now(),
+            flags: Flags {
+                stacks_on_alloc: config.callstacks_on_alloc,
+                stacks_on_free: config.callstacks_on_free,
+                usage: config.usage_changes,
+                depth: config.max_stack_depth,
+                capture: config.stack_capture,
+            },
+            pool,
+            full_tx,
+            slots: Mutex::new(Vec::new()),
+            next_thread: AtomicU32::new(1),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        }));
+        let start_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let out = writer::LogOutput::new(file, &config, start_unix_ns).map_err(StartError::Io)?;
+        let handle = std::thread::Builder::new()
+            .name("memreplay-writer".into())
+            .spawn(move || {
+                thread::mark_recorder_thread();
+                writer::run(session, out, full_rx, config)
+            })
+            .map_err(StartError::Io)?;
+        *control = Some(handle);
+        install_exit_hook();
+        SESSION.store(session as *const Session as *mut Session, Ordering::Release);
+        tracing::info!(target: "memreplay", "recording started");
+        Ok(())
+    })
+}
+
+pub(crate) fn stop() -> Option<SessionStats> {
+    untracked(|| {
+        let mut control = CONTROL.lock().unwrap_or_else(|e| e.into_inner());
+        let handle = control.take()?;
+        let s = SESSION.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if let Some(session) = unsafe { s.as_ref() } {
+            session.stopping.store(true, Ordering::Release);
+            // Wake the writer at once.
+            let _ = session.full_tx.send(BufPtr(std::ptr::null_mut()));
+        }
+        let stats = handle.join().ok()?;
+        tracing::info!(
+            target: "memreplay",
+            events = stats.events,
+            bytes = stats.bytes,
+            lost = stats.lost_events,
+            backpressure_ms = stats.backpressure_ns / 1_000_000,
+            "recording stopped"
+        );
+        Some(stats)
+    })
+}
+
+/// Stops the session when the process exits normally (main returned, `exit` called),
+/// so a log started from the environment is always complete.
+fn install_exit_hook() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        extern "C" fn at_exit() {
+            let _ = stop();
+        }
+        unsafe { libc::atexit(at_exit) };
+    });
+}
+
+pub(crate) fn define_domain(name: &str, kind: DomainKind, capacity: u64, parent: Option<u32>) -> u32 {
+    untracked(|| {
+        let mut domains = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
+        let id = domains.len() as u32 + 1;
+        domains.push(DomainDef { id, name: name.to_owned(), kind, capacity, parent });
+        id
+    })
+}
+
+/// Starts a session from `MEMREPLAY_LOG` the first time the allocator runs, if set.
+/// Runs inside the allocation hook with recording suspended for this thread.
+pub(crate) fn auto_start_once() {
+    use std::sync::atomic::AtomicU8;
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    if STATE.load(Ordering::Relaxed) != 0 || STATE.swap(1, Ordering::AcqRel) != 0 {
+        return;
+    }
+    // getenv reads the environment without allocating.
+    let set = unsafe {
+        let v = libc::getenv(c"MEMREPLAY_LOG".as_ptr());
+        !v.is_null() && *v != 0
+    };
+    if set {
+        match Config::from_env() {
+            Ok(Some(config)) => {
+                if let Err(e) = start(config) {
+                    tracing::error!(target: "memreplay", "MEMREPLAY_LOG is set but recording could not start: {e}");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(target: "memreplay", "{e}"),
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! Each thread's recorder state and the hooks that append records: the hot path.
+//!
+//! A hook checks the session pointer (one acquire load), enters the thread's state
+//! through a const thread-local (no lazy initialisation, no destructor), marks the thread
+//! busy so that anything the recorder itself allocates passes straight through, reserves
+//! room in the thread's buffer, writes a fixed-width record and publishes it with one
+//! release store. No lock, no allocation through the hooked allocator.
+
+use std::alloc::Layout;
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::buffer::{BufPtr, BUFFER_CAPACITY};
+use super::record::{self, RecordWriter, NAME_FIELD};
+use super::{next_seq, session, stack, sys, Session, Slot};
+use crate::Resource;
+
+/// Marks a thread whose state was torn down (it is exiting): its later events go to the
+/// shared stream of exiting threads.
+const EXITED: *mut ThreadState = 1 as *mut ThreadState;
+
+/// Events between two clock reads on a busy thread (a clock read costs about 20 ns).
+const EVENTS_PER_TIME: u32 = 1024;
+
+pub(crate) struct ThreadState {
+    session: *const Session,
+    slot: Arc<Slot>,
+    buf: BufPtr,
+    len: usize,
+    next_index: u64,
+    stack_lo: usize,
+    stack_hi: usize,
+    events_since_time: u32,
+}
+
+struct Local {
+    state: Cell<*mut ThreadState>,
+    /// Inside a hook or other recorder code: allocations pass through unrecorded.
+    busy: Cell<bool>,
+}
+
+thread_local! {
+    static LOCAL: Local = const { Local { state: Cell::new(ptr::null_mut()), busy: Cell::new(false) } };
+    static EXIT: ExitFlush = const { ExitFlush };
+}
+
+/// Hands the thread's last buffer to the writer when the thread exits.
+struct ExitFlush;
+
+impl Drop for ExitFlush {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(|l| {
+            let was_busy = l.busy.replace(true);
+            let st = l.state.get();
+            if !st.is_null() && st != EXITED {
+                let st = unsafe { &mut *st };
+                if ptr::eq(st.session, session()) {
+                    st.finish();
+                }
+            }
+            l.state.set(EXITED);
+            l.busy.set(was_busy);
+        });
+    }
+}
+
+/// Marks the calling thread as the recorder's own: nothing it does is recorded.
+pub(crate) fn mark_recorder_thread() {
+    LOCAL.with(|l| l.busy.set(true));
+}
+
+pub(crate) fn untracked<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = LOCAL.try_with(|l| l.busy.set(self.0));
+        }
+    }
+    let _restore = Restore(LOCAL.with(|l| l.busy.replace(true)));
+    f()
+}
+
+/// Runs `f` on this thread's state if a session records and the thread is not already
+/// inside recorder code.
+#[inline(always)]
+fn with_state(f: impl FnOnce(&mut ThreadState, &Session)) {
+    let s = session();
+    if s.is_null() {
+        return;
+    }
+    LOCAL.with(|l| {
+        if l.busy.get() {
+            return;
+        }
+        l.busy.set(true);
+        let mut st = l.state.get();
+        // SAFETY: sessions are never freed.
+        let session = unsafe { &*s };
+        if st == EXITED {
+            with_exiting_stream(session, f);
+        } else {
+            if st.is_null() || !ptr::eq(unsafe { (*st).session }, s) {
+                st = register(session);
+                l.state.set(st);
+            }
+            f(unsafe { &mut *st }, session);
+        }
+        l.busy.set(false);
+    })
+}
+
+#[cold]
+fn register(session: &'static Session) -> *mut ThreadState {
+    // Make sure the exit flush runs for this thread (registering it may allocate).
+    let _ = EXIT.try_with(|_| ());
+    let thread = session.next_thread.fetch_add(1, Ordering::Relaxed);
+    let st = Box::into_raw(Box::new(new_state(session, thread)));
+    let st_ref = unsafe { &mut *st };
+    let mut name = [0u8; 64];
+    let n = sys::os_thread_name(&mut name);
+    let name = std::str::from_utf8(&name[..n]).unwrap_or("");
+    st_ref.thread_info(sys::os_thread_id(), name);
+    st
+}
+
+fn new_state(session: &'static Session, thread: u32) -> ThreadState {
+    let slot = Arc::new(Slot { thread, current: ptr::null_mut::<super::buffer::Buffer>().into() });
+    session.slots.lock().unwrap_or_else(|e| e.into_inner()).push(slot.clone());
+    // Forced: a new thread never waits for buffers held by idle threads.
+    let buf = session.pool.take(true);
+    unsafe { buf.reset(thread, 0) };
+    slot.current.store(buf.0, Ordering::Release);
+    let (stack_lo, stack_hi) = sys::stack_bounds();
+    let mut st = ThreadState {
+        session,
+        slot,
+        buf,
+        len: 0,
+        next_index: 1,
+        stack_lo,
+        stack_hi,
+        events_since_time: 0,
+    };
+    st.time(session);
+    st
+}
+
+/// The shared stream of threads whose own state is gone (events made by thread-local
+/// destructors after ours ran). Rare, so a spin lock guards it.
+fn with_exiting_stream(session: &'static Session, f: impl FnOnce(&mut ThreadState, &Session)) {
+    use std::sync::atomic::{AtomicBool, AtomicPtr};
+    static LOCK: AtomicBool = AtomicBool::new(false);
+    static STATE: AtomicPtr<ThreadState> = AtomicPtr::new(ptr::null_mut());
+    let backoff = crossbeam_utils::Backoff::new();
+    while LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        backoff.snooze();
+    }
+    let mut st = STATE.load(Ordering::Relaxed);
+    if st.is_null() || !ptr::eq(unsafe { (*st).session }, session) {
+        let thread = session.next_thread.fetch_add(1, Ordering::Relaxed);
+        st = Box::into_raw(Box::new(new_state(session, thread)));
+        unsafe { (*st).thread_info(0, "(exiting threads)") };
+        STATE.store(st, Ordering::Relaxed);
+    }
+    f(unsafe { &mut *st }, session);
+    LOCK.store(false, Ordering::Release);
+}
+
+impl ThreadState {
+    /// A writer for a record of at most `max` bytes, starting a new buffer if needed.
+    #[inline(always)]
+    fn reserve(&mut self, max: usize) -> RecordWriter {
+        if self.len + max > BUFFER_CAPACITY {
+            self.hand_off();
+        }
+        RecordWriter { ptr: unsafe { self.buf.data().add(self.len) }, len: 0 }
+    }
+
+    /// Publishes the record `w` wrote: the writer may read it from now on.
+    #[inline(always)]
+    fn commit(&mut self, w: RecordWriter) {
+        self.len += w.len;
+        unsafe { (*self.buf.0).published.store(self.len, Ordering::Release) };
+    }
+
+    /// Sends the full buffer to the writer and starts a new one.
+    ///
+    /// Order matters: the slot is cleared before the send, so the writer, which reads a
+    /// slot's current buffer to collect idle threads, never sees a buffer it already got
+    /// through the channel (and may have recycled).
+    #[cold]
+    fn hand_off(&mut self) {
+        let session = unsafe { &*self.session };
+        self.slot.current.store(ptr::null_mut(), Ordering::Release);
+        let old = self.buf;
+        let _ = session.full_tx.send(old);
+        let new = session.pool.take(false);
+        unsafe { new.reset(self.slot.thread, self.next_index) };
+        self.next_index += 1;
+        self.slot.current.store(new.0, Ordering::Release);
+        self.buf = new;
+        self.len = 0;
+        self.time(session);
+    }
+
+    /// The thread ends: its last buffer goes to the writer.
+    fn finish(&mut self) {
+        let session = unsafe { &*self.session };
+        self.slot.current.store(ptr::null_mut(), Ordering::Release);
+        unsafe { (*self.buf.0).last = true };
+        let _ = session.full_tx.send(self.buf);
+    }
+
+    #[inline(always)]
+    fn count_event(&mut self, session: &Session) {
+        self.events_since_time += 1;
+        if self.events_since_time >= EVENTS_PER_TIME {
+            self.time(session);
+        }
+    }
+
+    fn time(&mut self, session: &Session) {
+        self.events_since_time = 0;
+        let ns = session.now_ns();
+        let mut w = self.reserve(9);
+        w.u8(record::TIME);
+        w.u64(ns);
+        self.commit(w);
+    }
+
+    fn thread_info(&mut self, os_tid: u64, name: &str) {
+        let mut w = self.reserve(9 + NAME_FIELD);
+        w.u8(record::THREAD_INFO);
+        w.u64(os_tid);
+        w.name(name);
+        self.commit(w);
+    }
+
+    /// Appends `n` frames of the caller's stack after the record's fixed part.
+    #[inline(always)]
+    fn stack(&self, session: &Session, w: &mut RecordWriter, on: bool) {
+        let f = &session.flags;
+        let n = if on {
+            unsafe {
+                stack::capture(f.capture, w.ptr.add(w.len + 1) as *mut u64, f.depth, self.stack_lo, self.stack_hi)
+            }
+        } else {
+            0
+        };
+        w.u8(n as u8);
+        w.len += n * 8;
+    }
+}
+
+#[inline(always)]
+fn max_stack_bytes(session: &Session) -> usize {
+    1 + session.flags.depth * 8
+}
+
+#[inline(always)]
+pub(crate) fn on_alloc(p: *mut u8, layout: Layout) {
+    if session().is_null() {
+        return maybe_auto_start();
+    }
+    with_state(|st, s| {
+        let seq = next_seq();
+        let mut w = st.reserve(1 + 8 + 8 + 8 + 1 + max_stack_bytes(s));
+        w.u8(record::ALLOC);
+        w.u64(seq);
+        w.u64(p as u64);
+        w.u64(layout.size() as u64);
+        w.u8(layout.align().trailing_zeros() as u8);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc);
+        st.commit(w);
+        st.count_event(s);
+    });
+}
+
+#[inline(always)]
+fn maybe_auto_start() {
+    #[cold]
+    fn slow() {
+        LOCAL.with(|l| {
+            if !l.busy.get() {
+                l.busy.set(true);
+                super::auto_start_once();
+                l.busy.set(false);
+            }
+        });
+    }
+    use std::sync::atomic::AtomicBool;
+    static CHECKED: AtomicBool = AtomicBool::new(false);
+    if !CHECKED.load(Ordering::Relaxed) {
+        CHECKED.store(true, Ordering::Relaxed);
+        slow();
+    }
+}
+
+#[inline(always)]
+pub(crate) fn on_free(p: *mut u8) {
+    with_state(|st, s| {
+        let seq = next_seq();
+        let mut w = st.reserve(1 + 8 + 8 + max_stack_bytes(s));
+        w.u8(record::FREE);
+        w.u64(seq);
+        w.u64(p as u64);
+        st.stack(s, &mut w, s.flags.stacks_on_free);
+        st.commit(w);
+        st.count_event(s);
+    });
+}
+
+/// The sequence number of a realloc's free half, taken before the inner realloc.
+#[inline(always)]
+pub(crate) fn realloc_begin() -> u64 {
+    if session().is_null() {
+        0
+    } else {
+        next_seq()
+    }
+}
+
+#[inline(always)]
+pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usize, new_size: usize) {
+    if free_seq == 0 {
+        // Recording started during the realloc: record it as a plain allocation
+        // (the old block's free was not numbered, so it cannot be placed exactly).
+        return on_alloc(new, unsafe { Layout::from_size_align_unchecked(new_size, align) });
+    }
+    with_state(|st, s| {
+        let seq = next_seq();
+        let mut w = st.reserve(1 + 8 * 5 + 1 + max_stack_bytes(s));
+        w.u8(record::REALLOC);
+        w.u64(free_seq);
+        w.u64(seq);
+        w.u64(old as u64);
+        w.u64(new as u64);
+        w.u64(new_size as u64);
+        w.u8(align.trailing_zeros() as u8);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc);
+        st.commit(w);
+        st.count_event(s);
+    });
+}
+
+pub(crate) fn usage(addr: usize, used: usize) {
+    with_state(|st, s| {
+        if !s.flags.usage {
+            return;
+        }
+        let seq = next_seq();
+        let mut w = st.reserve(1 + 8 * 3);
+        w.u8(record::USAGE);
+        w.u64(seq);
+        w.u64(addr as u64);
+        w.u64(used as u64);
+        st.commit(w);
+    });
+}
+
+pub fn context_push(ty: &'static str, name: std::fmt::Arguments<'_>, instance: bool) {
+    with_state(|st, _| {
+        let mut w = st.reserve(1 + 16 + 1 + NAME_FIELD);
+        w.u8(record::CONTEXT_PUSH);
+        w.u64(ty.as_ptr() as u64);
+        w.u64(ty.len() as u64);
+        w.u8(if instance { memreplay_format::context_flags::INSTANCE } else { 0 });
+        w.name_fmt(name);
+        st.commit(w);
+    });
+}
+
+pub(crate) fn context_pop() {
+    with_state(|st, _| {
+        let mut w = st.reserve(1);
+        w.u8(record::CONTEXT_POP);
+        st.commit(w);
+    });
+}
+
+pub(crate) fn attach_push(addr: usize) {
+    with_state(|st, _| {
+        let seq = next_seq();
+        let mut w = st.reserve(17);
+        w.u8(record::ATTACH_PUSH);
+        w.u64(seq);
+        w.u64(addr as u64);
+        st.commit(w);
+    });
+}
+
+pub(crate) fn attach_pop() {
+    with_state(|st, _| {
+        let mut w = st.reserve(1);
+        w.u8(record::ATTACH_POP);
+        st.commit(w);
+    });
+}
+
+pub(crate) fn label(name: &str) {
+    label_fmt(format_args!("{name}"));
+}
+
+pub fn label_fmt(name: std::fmt::Arguments<'_>) {
+    with_state(|st, s| {
+        st.time(s);
+        let seq = next_seq();
+        let mut w = st.reserve(9 + NAME_FIELD);
+        w.u8(record::LABEL);
+        w.u64(seq);
+        w.name_fmt(name);
+        st.commit(w);
+    });
+}
+
+pub(crate) fn frame_start(frame: u64) {
+    with_state(|st, s| {
+        st.time(s);
+        let seq = next_seq();
+        let mut w = st.reserve(17);
+        w.u8(record::FRAME);
+        w.u64(seq);
+        w.u64(frame);
+        st.commit(w);
+    });
+}
+
+pub(crate) fn set_thread_name(name: &str) {
+    with_state(|st, _| st.thread_info(sys::os_thread_id(), name));
+}
+
+pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resource: Option<&Resource<'_>>) {
+    with_state(|st, s| {
+        let seq = next_seq();
+        let mut w = st.reserve(1 + 8 + 4 + 8 + 8 + 1 + max_stack_bytes(s));
+        w.u8(record::DOMAIN_ALLOC);
+        w.u64(seq);
+        w.u32(domain);
+        w.u64(addr);
+        w.u64(size);
+        w.u8(align.max(1).trailing_zeros() as u8);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc);
+        st.commit(w);
+        if let Some(r) = resource {
+            let mut w = st.reserve(1 + 4 + 8 + 1 + 16 + 2 * NAME_FIELD);
+            w.u8(record::RESOURCE);
+            w.u32(domain);
+            w.u64(addr);
+            w.u8(r.kind.to_byte());
+            w.u32(r.width);
+            w.u32(r.height);
+            w.u32(r.depth_or_layers);
+            w.u32(r.mip_levels);
+            w.name(r.format);
+            w.name(r.name);
+            st.commit(w);
+        }
+        st.count_event(s);
+    });
+}
+
+pub(crate) fn domain_free(domain: u32, addr: u64) {
+    with_state(|st, s| {
+        let seq = next_seq();
+        let mut w = st.reserve(1 + 8 + 4 + 8 + max_stack_bytes(s));
+        w.u8(record::DOMAIN_FREE);
+        w.u64(seq);
+        w.u32(domain);
+        w.u64(addr);
+        st.stack(s, &mut w, s.flags.stacks_on_free);
+        st.commit(w);
+        st.count_event(s);
+    });
+}

@@ -1,0 +1,486 @@
+//! The writer thread: collects raw records from thread buffers, interns strings and
+//! callstacks, encodes events with `memreplay-format`, compresses and writes blocks.
+//!
+//! It wakes for every full buffer handed off, and at least every flush interval to
+//! collect what idle threads have published and flush the file, which bounds what a
+//! crash can lose. Everything it allocates passes through the hook unrecorded (the
+//! thread is marked as the recorder's own).
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, BufWriter};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use memreplay_format::{
+    header_flags, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
+    HEAP_DOMAIN, VERSION_MAJOR, VERSION_MINOR,
+};
+
+use super::buffer::BufPtr;
+use super::record::{self, RecordReader};
+use super::{Session, DOMAINS};
+use crate::{Config, SessionStats};
+
+/// Encoded bytes after which a stream's block is written out.
+const BLOCK_TARGET: usize = 64 << 10;
+/// How often the module list is checked for libraries loaded since the last look.
+const MODULE_RESCAN: Duration = Duration::from_secs(1);
+/// The metadata stream (modules).
+const METADATA: u32 = memreplay_format::block::METADATA_THREAD;
+
+/// The open log file, header written.
+pub(crate) struct LogOutput {
+    log: LogWriter<BufWriter<File>>,
+    path: PathBuf,
+}
+
+impl LogOutput {
+    pub fn new(file: File, config: &Config, start_unix_ns: u64) -> io::Result<LogOutput> {
+        let mut flags = 0;
+        if config.callstacks_on_alloc {
+            flags |= header_flags::CALLSTACKS_ON_ALLOC;
+        }
+        if config.callstacks_on_free {
+            flags |= header_flags::CALLSTACKS_ON_FREE;
+        }
+        if config.usage_changes {
+            flags |= header_flags::USAGE_CHANGES;
+        }
+        let header = FileHeader {
+            version_major: VERSION_MAJOR,
+            version_minor: VERSION_MINOR,
+            flags,
+            pointer_width: std::mem::size_of::<usize>() as u8,
+            pid: u64::from(std::process::id()),
+            start_unix_ns,
+            ticks_per_second: 1_000_000_000,
+            max_stack_depth: config.max_stack_depth as u32,
+            os: std::env::consts::OS.into(),
+            arch: std::env::consts::ARCH.into(),
+            exe_path: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            recorder: concat!("memreplay ", env!("CARGO_PKG_VERSION")).into(),
+        };
+        let log = LogWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
+        Ok(LogOutput { log, path: config.path.clone() })
+    }
+}
+
+/// FxHash: callstacks are hashed once per recorded event; SipHash would be the
+/// writer's biggest cost.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut a = [0u8; 8];
+            a[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(a));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// One thread's stream as the writer sees it.
+#[derive(Default)]
+struct Stream {
+    /// Index of the next buffer this thread will hand off.
+    expected_index: u64,
+    /// The stream's clock at the last `Time` record (each block restates it).
+    last_time: u64,
+    enc: EventEncoder,
+}
+
+struct Writer {
+    session: &'static Session,
+    log: LogWriter<BufWriter<File>>,
+    path: PathBuf,
+    streams: HashMap<u32, Stream>,
+    strings: HashMap<Box<str>, u32>,
+    stacks: FxMap<Box<[u64]>, u32>,
+    context_types: HashMap<&'static str, u32>,
+    domains_written: u32,
+    modules: HashSet<(u64, String)>,
+    frames: Vec<u64>,
+    /// Events dropped because the file could not be written, not yet reported in the log.
+    unreported_lost: u64,
+    lost_events: u64,
+}
+
+pub(crate) fn run(
+    session: &'static Session,
+    out: LogOutput,
+    full_rx: Receiver<BufPtr>,
+    config: Config,
+) -> SessionStats {
+    let mut w = Writer {
+        session,
+        log: out.log,
+        path: out.path,
+        streams: HashMap::new(),
+        strings: HashMap::new(),
+        stacks: FxMap::default(),
+        context_types: HashMap::new(),
+        domains_written: 0,
+        modules: HashSet::new(),
+        frames: Vec::with_capacity(64),
+        unreported_lost: 0,
+        lost_events: 0,
+    };
+    w.scan_modules();
+    w.sync_domains(METADATA);
+    w.write_stream(METADATA);
+
+    let mut next_tick = Instant::now() + config.flush_interval;
+    let mut next_modules = Instant::now() + MODULE_RESCAN;
+    loop {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        match full_rx.recv_timeout(wait) {
+            Ok(b) if !b.0.is_null() => w.take_full(b),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if session.stopping.load(Ordering::Acquire) {
+            break;
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            w.collect_idle();
+            w.write_all_streams();
+            if now >= next_modules {
+                w.scan_modules();
+                w.write_stream(METADATA);
+                next_modules = now + MODULE_RESCAN;
+            }
+            if let Err(e) = w.log.flush() {
+                tracing::error!(target: "memreplay", "cannot flush the log: {e}");
+            }
+            next_tick = now + config.flush_interval;
+        }
+    }
+
+    // Final drain: every handed-off buffer, then what each thread has published.
+    while let Ok(b) = full_rx.try_recv() {
+        if !b.0.is_null() {
+            w.take_full(b);
+        }
+    }
+    w.collect_idle();
+    w.write_all_streams();
+    w.report_lost();
+    session.pool.drain();
+
+    let stacks = w.stacks.len() as u32;
+    let blocks = w.log.blocks();
+    let events = w.log.events();
+    let end_ns = session.now_ns();
+    let lost_events = w.lost_events;
+    let bytes = match w.log.finish(lost_events, end_ns) {
+        Ok((file, _)) => file.get_ref().metadata().map(|m| m.len()).unwrap_or(0),
+        Err(e) => {
+            tracing::error!(target: "memreplay", "cannot finish the log: {e}");
+            0
+        }
+    };
+    SessionStats {
+        path: w.path,
+        events,
+        blocks,
+        bytes,
+        lost_events,
+        threads: session.next_thread.load(Ordering::Relaxed) - 1,
+        stacks,
+        backpressure_waits: session.pool.waits.load(Ordering::Relaxed),
+        backpressure_ns: session.pool.wait_ns.load(Ordering::Relaxed),
+        peak_buffer_bytes: session.pool.peak_bytes(),
+    }
+}
+
+impl Writer {
+    /// A buffer handed off through the channel: everything its owner published.
+    fn take_full(&mut self, b: BufPtr) {
+        // SAFETY: the owner gave the buffer up; only this thread touches it now.
+        let (thread, index, last, len) =
+            unsafe { ((*b.0).thread, (*b.0).index, (*b.0).last, (*b.0).published.load(Ordering::Acquire)) };
+        let stream = self.streams.entry(thread).or_default();
+        debug_assert_eq!(stream.expected_index, index, "a thread's buffers arrive in order");
+        stream.expected_index = index + 1;
+        self.consume(b, len);
+        if last {
+            self.write_stream(thread);
+            self.session.slots.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| s.thread != thread);
+        }
+        self.session.pool.give(b);
+    }
+
+    /// What idle (and busy) threads have published in their current buffers.
+    fn collect_idle(&mut self) {
+        let slots: Vec<_> = self.session.slots.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for slot in slots {
+            let cur = slot.current.load(Ordering::Acquire);
+            if cur.is_null() {
+                continue;
+            }
+            // SAFETY: a buffer in a slot is owned by its thread and only returned to the
+            // pool by this thread, after it arrives through the channel.
+            let (index, published) = unsafe { ((*cur).index, (*cur).published.load(Ordering::Acquire)) };
+            let expected = self.streams.entry(slot.thread).or_default().expected_index;
+            // A buffer whose predecessor is still in the channel waits for its turn.
+            if index == expected {
+                self.consume(BufPtr(cur), published);
+            }
+        }
+    }
+
+    /// Turns the records of `b` from its consumed mark up to `upto` into events.
+    fn consume(&mut self, b: BufPtr, upto: usize) {
+        let from = unsafe { (*b.0).consumed };
+        if upto <= from {
+            return;
+        }
+        let thread = unsafe { (*b.0).thread };
+        // SAFETY: `from..upto` was published by the owner (release/acquire) and is never
+        // written again.
+        let bytes = unsafe { std::slice::from_raw_parts(b.data().add(from), upto - from) };
+        let mut r = RecordReader { bytes, pos: 0 };
+        while r.pos < bytes.len() {
+            self.record(thread, &mut r);
+        }
+        unsafe { (*b.0).consumed = upto };
+    }
+
+    fn record(&mut self, thread: u32, r: &mut RecordReader<'_>) {
+        let kind = r.u8();
+        let event = match kind {
+            record::ALLOC => {
+                let (seq, addr, size, align_log2) = (r.u64(), r.u64(), r.u64(), r.u8());
+                let stack = self.stack(thread, r);
+                Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2, stack }
+            }
+            record::FREE => {
+                let (seq, addr) = (r.u64(), r.u64());
+                let stack = self.stack(thread, r);
+                Event::Free { seq, domain: HEAP_DOMAIN, addr, stack }
+            }
+            record::REALLOC => {
+                let (free_seq, seq, old_addr, new_addr, new_size, align_log2) =
+                    (r.u64(), r.u64(), r.u64(), r.u64(), r.u64(), r.u8());
+                let stack = self.stack(thread, r);
+                Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack }
+            }
+            record::DOMAIN_ALLOC => {
+                let (seq, domain, addr, size, align_log2) = (r.u64(), r.u32(), r.u64(), r.u64(), r.u8());
+                let stack = self.stack(thread, r);
+                if domain > self.domains_written {
+                    self.sync_domains(thread);
+                }
+                Event::Alloc { seq, domain, addr, size, align_log2, stack }
+            }
+            record::DOMAIN_FREE => {
+                let (seq, domain, addr) = (r.u64(), r.u32(), r.u64());
+                let stack = self.stack(thread, r);
+                Event::Free { seq, domain, addr, stack }
+            }
+            record::RESOURCE => {
+                let (domain, addr, kind) = (r.u32(), r.u64(), ResourceKind::from_byte(r.u8()));
+                let (width, height, depth_or_layers, mip_levels) = (r.u32(), r.u32(), r.u32(), r.u32());
+                let format = r.name();
+                let format = self.string(thread, format);
+                let name = r.name();
+                let name = self.string(thread, name);
+                let desc = ResourceDesc { kind, width, height, depth_or_layers, mip_levels, format, name };
+                Event::Resource { domain, addr, desc }
+            }
+            record::USAGE => Event::Usage { seq: r.u64(), addr: r.u64(), used: r.u64() },
+            record::CONTEXT_PUSH => {
+                let (ptr, len, flags) = (r.u64(), r.u64(), r.u8());
+                // SAFETY: written from a `&'static str` by `context_push`.
+                let ty: &'static str = unsafe {
+                    std::str::from_utf8_unchecked(std::slice::from_raw_parts(ptr as *const u8, len as usize))
+                };
+                let ty = self.context_type(thread, ty);
+                let name = r.name();
+                let name = self.string(thread, name);
+                Event::ContextPush { ty, name, flags }
+            }
+            record::CONTEXT_POP => Event::ContextPop,
+            record::ATTACH_PUSH => Event::AttachPush { seq: r.u64(), addr: r.u64() },
+            record::ATTACH_POP => Event::AttachPop,
+            record::TIME => {
+                let ns = r.u64();
+                self.streams.entry(thread).or_default().last_time = ns;
+                Event::Time { ns }
+            }
+            record::FRAME => Event::FrameStart { seq: r.u64(), frame: r.u64() },
+            record::LABEL => {
+                let seq = r.u64();
+                let name = r.name();
+                Event::Label { seq, name: self.string(thread, name) }
+            }
+            record::THREAD_INFO => {
+                let os_tid = r.u64();
+                let name = r.name();
+                let name = if name.is_empty() { 0 } else { self.string(thread, name) };
+                Event::ThreadInfo { os_tid, name }
+            }
+            other => {
+                // Only this crate writes records: an unknown kind is a recorder bug.
+                // Skip the rest of the range rather than misread it, and say so.
+                tracing::error!(target: "memreplay", "internal error: unknown record kind {other}");
+                let rest = (r.bytes.len() - r.pos) as u64;
+                r.pos = r.bytes.len();
+                Event::Lost { events: 1, bytes: rest, reason: LossReason::Unknown(0) }
+            }
+        };
+        self.emit(thread, &event);
+    }
+
+    /// Appends an event to its thread's stream; each block starts by restating the time.
+    fn emit(&mut self, thread: u32, event: &Event) {
+        let stream = self.streams.entry(thread).or_default();
+        if stream.enc.is_empty() && !matches!(event, Event::Time { .. }) {
+            let ns = stream.last_time;
+            stream.enc.push(&Event::Time { ns });
+        }
+        stream.enc.push(event);
+        if stream.enc.len() >= BLOCK_TARGET {
+            self.write_stream(thread);
+        }
+    }
+
+    fn write_stream(&mut self, thread: u32) {
+        let Some(stream) = self.streams.get_mut(&thread) else { return };
+        if stream.enc.is_empty() {
+            return;
+        }
+        let n = u64::from(stream.enc.event_count());
+        if let Err(e) = self.log.write_block(thread, &mut stream.enc) {
+            stream.enc.clear();
+            if self.unreported_lost == 0 {
+                tracing::error!(target: "memreplay", "cannot write the log: {e}; events are being lost");
+            }
+            self.unreported_lost += n;
+            self.lost_events += n;
+        } else if self.unreported_lost > 0 && thread != METADATA {
+            self.report_lost();
+        }
+    }
+
+    fn write_all_streams(&mut self) {
+        let threads: Vec<u32> = self.streams.keys().copied().collect();
+        for t in threads {
+            self.write_stream(t);
+        }
+    }
+
+    /// Records in the log how many events a failed write lost.
+    fn report_lost(&mut self) {
+        if self.unreported_lost == 0 {
+            return;
+        }
+        let events = std::mem::take(&mut self.unreported_lost);
+        self.emit(METADATA, &Event::Lost { events, bytes: 0, reason: LossReason::WriteError });
+        self.write_stream(METADATA);
+    }
+
+    /// Interns the callstack that follows in the record; 0 when it has no frames.
+    fn stack(&mut self, thread: u32, r: &mut RecordReader<'_>) -> u32 {
+        let n = r.u8() as usize;
+        if n == 0 {
+            return 0;
+        }
+        r.frames(n, &mut self.frames);
+        if let Some(&id) = self.stacks.get(self.frames.as_slice()) {
+            return id;
+        }
+        let id = self.stacks.len() as u32 + 1;
+        self.stacks.insert(self.frames.clone().into_boxed_slice(), id);
+        let frames = self.frames.clone();
+        self.emit(thread, &Event::DefineStack { id, frames });
+        id
+    }
+
+    fn string(&mut self, thread: u32, s: &str) -> u32 {
+        if let Some(&id) = self.strings.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as u32 + 1;
+        self.strings.insert(s.into(), id);
+        self.emit(thread, &Event::DefineString { id, text: s.to_owned() });
+        id
+    }
+
+    fn context_type(&mut self, thread: u32, ty: &'static str) -> u32 {
+        let next = self.context_types.len() as u32 + 1;
+        match self.context_types.entry(ty) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                e.insert(next);
+                let name = self.string(thread, ty);
+                self.emit(thread, &Event::DefineContextType { id: next, name });
+                next
+            }
+        }
+    }
+
+    /// Writes the definitions of domains defined since the last look into `thread`'s stream.
+    fn sync_domains(&mut self, thread: u32) {
+        let defs: Vec<_> = {
+            let domains = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
+            domains
+                .iter()
+                .filter(|d| d.id > self.domains_written)
+                .map(|d| (d.id, d.name.clone(), d.kind, d.capacity, d.parent))
+                .collect()
+        };
+        for (id, name, kind, capacity, parent) in defs {
+            let name = self.string(thread, &name);
+            self.emit(thread, &Event::DefineDomain { id, name, kind, capacity, parent });
+            self.domains_written = self.domains_written.max(id);
+        }
+    }
+
+    /// Records modules loaded since the last scan, for offline symbolication.
+    fn scan_modules(&mut self) {
+        use findshlibs::{SharedLibrary, SharedLibraryId, TargetSharedLibrary};
+        let mut found = Vec::new();
+        let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default();
+        TargetSharedLibrary::each(|lib| {
+            let mut path = lib.name().to_string_lossy().into_owned();
+            if path.is_empty() {
+                path = exe.clone();
+            }
+            let base = lib.actual_load_addr().0 as u64;
+            let build_id = match lib.id() {
+                Some(SharedLibraryId::GnuBuildId(b)) => b,
+                Some(SharedLibraryId::Uuid(u)) => u.to_vec(),
+                _ => Vec::new(),
+            };
+            found.push((base, lib.len() as u64, lib.virtual_memory_bias().0 as u64, path, build_id));
+        });
+        for (base, size, load_bias, path, build_id) in found {
+            if !self.modules.insert((base, path.clone())) {
+                continue;
+            }
+            let path = self.string(METADATA, &path);
+            self.emit(METADATA, &Event::Module { base, size, load_bias, path, build_id });
+        }
+    }
+}
