@@ -61,6 +61,25 @@ impl BufPtr {
     }
 }
 
+/// Polls `f` until it yields: spin, then yield, then sleep in short steps.
+///
+/// Producer threads never block inside crossbeam (`recv`/`send`): a blocking call
+/// lazily allocates a per-thread wait context that std frees at thread exit, outside
+/// the recorder, which would show up in the log as a free of memory it never saw.
+pub(crate) fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let backoff = crossbeam_utils::Backoff::new();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if backoff.is_completed() {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        } else {
+            backoff.snooze();
+        }
+    }
+}
+
 fn layout() -> Layout {
     Layout::new::<Buffer>()
 }
@@ -119,7 +138,7 @@ impl BufferPool {
         }
         // Back-pressure: the writer is behind. Wait for it; never drop events.
         let t = Instant::now();
-        let b = self.free_rx.recv().expect("the pool holds its own sender");
+        let b = wait_for(|| self.free_rx.try_recv().ok());
         self.waits.fetch_add(1, Ordering::Relaxed);
         self.wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         b

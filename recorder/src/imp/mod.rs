@@ -143,7 +143,6 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         *control = Some(handle);
         install_exit_hook();
         SESSION.store(session as *const Session as *mut Session, Ordering::Release);
-        tracing::info!(target: "memreplay", "recording started");
         Ok(())
     })
 }
@@ -155,19 +154,10 @@ pub(crate) fn stop() -> Option<SessionStats> {
         let s = SESSION.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if let Some(session) = unsafe { s.as_ref() } {
             session.stopping.store(true, Ordering::Release);
-            // Wake the writer at once.
-            let _ = session.full_tx.send(BufPtr(std::ptr::null_mut()));
+            // Wake the writer at once (if the channel is full, it is awake anyway).
+            let _ = session.full_tx.try_send(BufPtr(std::ptr::null_mut()));
         }
-        let stats = handle.join().ok()?;
-        tracing::info!(
-            target: "memreplay",
-            events = stats.events,
-            bytes = stats.bytes,
-            lost = stats.lost_events,
-            backpressure_ms = stats.backpressure_ns / 1_000_000,
-            "recording stopped"
-        );
-        Some(stats)
+        handle.join().ok()
     })
 }
 

@@ -164,8 +164,29 @@ fn with_exiting_stream(session: &'static Session, f: impl FnOnce(&mut ThreadStat
         unsafe { (*st).thread_info(0, "(exiting threads)") };
         STATE.store(st, Ordering::Relaxed);
     }
+    // The stream is shared: walk stacks within the calling thread's bounds.
+    let (lo, hi) = sys::stack_bounds();
+    unsafe {
+        (*st).stack_lo = lo;
+        (*st).stack_hi = hi;
+    }
     f(unsafe { &mut *st }, session);
     LOCK.store(false, Ordering::Release);
+}
+
+/// Hands a buffer to the writer. The channel has room for every buffer that can exist,
+/// so this only waits if the writer is gone mid-stop (then the buffer is dropped with
+/// the session's end).
+fn send(session: &Session, b: BufPtr) {
+    use crossbeam_channel::TrySendError;
+    let mut b = Some(b);
+    super::buffer::wait_for(|| match session.full_tx.try_send(b.take()?) {
+        Ok(()) | Err(TrySendError::Disconnected(_)) => Some(()),
+        Err(TrySendError::Full(back)) => {
+            b = Some(back);
+            None
+        }
+    });
 }
 
 impl ThreadState {
@@ -195,7 +216,7 @@ impl ThreadState {
         let session = unsafe { &*self.session };
         self.slot.current.store(ptr::null_mut(), Ordering::Release);
         let old = self.buf;
-        let _ = session.full_tx.send(old);
+        send(session, old);
         let new = session.pool.take(false);
         unsafe { new.reset(self.slot.thread, self.next_index) };
         self.next_index += 1;
@@ -210,7 +231,7 @@ impl ThreadState {
         let session = unsafe { &*self.session };
         self.slot.current.store(ptr::null_mut(), Ordering::Release);
         unsafe { (*self.buf.0).last = true };
-        let _ = session.full_tx.send(self.buf);
+        send(session, self.buf);
     }
 
     #[inline(always)]

@@ -144,6 +144,7 @@ pub(crate) fn run(
         unreported_lost: 0,
         lost_events: 0,
     };
+    tracing::info!(target: "memreplay", path = %w.path.display(), "recording started");
     w.scan_modules();
     w.sync_domains(METADATA);
     w.write_stream(METADATA);
@@ -199,7 +200,7 @@ pub(crate) fn run(
             0
         }
     };
-    SessionStats {
+    let stats = SessionStats {
         path: w.path,
         events,
         blocks,
@@ -210,7 +211,17 @@ pub(crate) fn run(
         backpressure_waits: session.pool.waits.load(Ordering::Relaxed),
         backpressure_ns: session.pool.wait_ns.load(Ordering::Relaxed),
         peak_buffer_bytes: session.pool.peak_bytes(),
-    }
+    };
+    tracing::info!(
+        target: "memreplay",
+        events = stats.events,
+        bytes = stats.bytes,
+        lost = stats.lost_events,
+        backpressure_waits = stats.backpressure_waits,
+        backpressure_ms = stats.backpressure_ns / 1_000_000,
+        "recording stopped"
+    );
+    stats
 }
 
 impl Writer {
