@@ -6,7 +6,7 @@
 //! is its inverse and starts from the same fresh state, so every block decodes alone.
 
 use crate::event::*;
-use crate::varint::{put_i64, put_u64, Cursor, CursorError};
+use crate::varint::{put_i64, put_str, put_u64, Cursor, CursorError};
 
 /// The four bytes that start every block frame.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MRLB";
@@ -287,8 +287,9 @@ impl EventEncoder {
                 self.addr(addr);
                 put_u64(&mut self.buf, u64::from(stack));
             }
-            Event::Realloc { seq, old_addr, new_addr, new_size, align_log2, stack } => {
+            Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack } => {
                 self.buf.push(tag::REALLOC);
+                self.seq(free_seq);
                 self.seq(seq);
                 self.addr(old_addr);
                 self.addr(new_addr);
@@ -332,7 +333,7 @@ impl EventEncoder {
             }
             Event::DefineString { id, ref text } => self.sized(tag::DEFINE_STRING, |b| {
                 put_u64(b, u64::from(id));
-                b.extend_from_slice(text.as_bytes());
+                put_str(b, text);
             }),
             Event::DefineStack { id, ref frames } => self.sized(tag::DEFINE_STACK, |b| {
                 put_u64(b, u64::from(id));
@@ -347,19 +348,19 @@ impl EventEncoder {
                 put_u64(b, u64::from(id));
                 put_u64(b, u64::from(name));
             }),
-            Event::DefineDomain { id, name, kind, capacity, parent } => {
-                self.sized(tag::DEFINE_DOMAIN, |b| {
-                    put_u64(b, u64::from(id));
-                    put_u64(b, u64::from(name));
-                    b.push(kind.to_byte());
-                    put_u64(b, capacity);
-                    put_u64(b, parent.map_or(0, |p| u64::from(p) + 1));
-                })
-            }
-            Event::Module { base, size, path, ref build_id } => self.sized(tag::MODULE, |b| {
+            Event::DefineDomain { id, name, kind, capacity, parent } => self.sized(tag::DEFINE_DOMAIN, |b| {
+                put_u64(b, u64::from(id));
+                put_u64(b, u64::from(name));
+                b.push(kind.to_byte());
+                put_u64(b, capacity);
+                put_u64(b, parent.map_or(0, |p| u64::from(p) + 1));
+            }),
+            Event::Module { base, size, load_bias, path, ref build_id } => self.sized(tag::MODULE, |b| {
                 put_u64(b, base);
                 put_u64(b, size);
+                put_u64(b, load_bias);
                 put_u64(b, u64::from(path));
+                put_u64(b, build_id.len() as u64);
                 b.extend_from_slice(build_id);
             }),
             Event::ThreadInfo { os_tid, name } => self.sized(tag::THREAD_INFO, |b| {
@@ -400,7 +401,8 @@ impl EventEncoder {
     }
 
     /// Frames the payload as a complete block (compressed with LZ4 when that is smaller),
-    /// appends it to `out`, and clears the encoder for the next block.
+    /// appends it to `out`, and clears the encoder for the next block. The caller keeps
+    /// [`len`](Self::len) at most [`MAX_RAW_LEN`]: readers reject larger blocks.
     pub fn finish_into(&mut self, thread: u32, out: &mut Vec<u8>) {
         let (first_seq, last_seq) = self.seq_range();
         let raw_len = self.buf.len();
@@ -582,13 +584,14 @@ impl<'a> EventDecoder<'a> {
             })()
             .map_err(|e| ("free", e))?,
             tag::REALLOC => (|| {
+                let free_seq = self.seq()?;
                 let seq = self.seq()?;
                 let old_addr = self.addr()?;
                 let new_addr = self.addr()?;
                 let new_size = self.c.u64()?;
                 let stack = self.c.u32()?;
                 let align_log2 = self.c.u8()?;
-                Ok(Event::Realloc { seq, old_addr, new_addr, new_size, align_log2, stack })
+                Ok(Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack })
             })()
             .map_err(|e| ("realloc", e))?,
             tag::USAGE => (|| {
@@ -659,8 +662,7 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
         Ok(match t {
             tag::DEFINE_STRING => {
                 let id = b.u32()?;
-                let rest = b.bytes(b.remaining())?;
-                let text = std::str::from_utf8(rest).map_err(|_| CursorError::Overlong)?;
+                let text = b.string()?;
                 Event::DefineString { id, text: text.to_owned() }
             }
             tag::DEFINE_STACK => {
@@ -681,18 +683,21 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
                 let name = b.u32()?;
                 let kind = DomainKind::from_byte(b.u8()?);
                 let capacity = b.u64()?;
-                let parent = match b.u32()? {
+                // Stored as parent + 1 (0 = none), so it needs 33 bits.
+                let parent = match b.u64()? {
                     0 => None,
-                    p => Some(p - 1),
+                    p => Some(u32::try_from(p - 1).map_err(|_| CursorError::Overlong)?),
                 };
                 Event::DefineDomain { id, name, kind, capacity, parent }
             }
             tag::MODULE => {
                 let base = b.u64()?;
                 let size = b.u64()?;
+                let load_bias = b.u64()?;
                 let path = b.u32()?;
-                let build_id = b.bytes(b.remaining())?.to_vec();
-                Event::Module { base, size, path, build_id }
+                let n = usize::try_from(b.u64()?).map_err(|_| CursorError::UnexpectedEnd)?;
+                let build_id = b.bytes(n)?.to_vec();
+                Event::Module { base, size, load_bias, path, build_id }
             }
             tag::THREAD_INFO => Event::ThreadInfo { os_tid: b.u64()?, name: b.u32()? },
             tag::RESOURCE => {
@@ -709,11 +714,7 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
                 };
                 Event::Resource { domain, addr, desc }
             }
-            tag::LOST => Event::Lost {
-                events: b.u64()?,
-                bytes: b.u64()?,
-                reason: LossReason::from_byte(b.u8()?),
-            },
+            tag::LOST => Event::Lost { events: b.u64()?, bytes: b.u64()?, reason: LossReason::from_byte(b.u8()?) },
             _ => unreachable!("filtered above"),
         })
     })();

@@ -1,5 +1,5 @@
 //! The events a log holds, as typed values: what the recorder encodes and the
-//! decoder yields. The byte encoding of each lives in `block.rs` (SPEC.md §5).
+//! decoder yields. The byte encoding of each lives in `block.rs` (SPEC.md §6).
 
 /// Id of an interned string. `0` means "no string".
 pub type StringId = u32;
@@ -111,7 +111,7 @@ impl ResourceKind {
     }
 }
 
-/// Why the recorder lost events (SPEC.md §6, `Lost`).
+/// Why the recorder lost events (SPEC.md §7, `Lost`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LossReason {
     /// Events made on a thread after its recorder state was torn down and
@@ -170,7 +170,7 @@ pub struct ResourceDesc {
 }
 
 /// One record of a block's event stream. Memory events carry `seq`, the global
-/// sequence number that orders them across threads (SPEC.md §4).
+/// sequence number that orders them across threads (SPEC.md §7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// An allocation in `domain` (the heap for `GlobalAlloc`).
@@ -178,7 +178,10 @@ pub enum Event {
     /// A free of the allocation at `addr` in `domain`; `stack` is the free callstack or 0.
     Free { seq: u64, domain: DomainId, addr: u64, stack: StackId },
     /// A heap realloc: a free of `old_addr` and an allocation of `new_size` at `new_addr`.
-    Realloc { seq: u64, old_addr: u64, new_addr: u64, new_size: u64, align_log2: u8, stack: StackId },
+    /// Its two halves have their own sequence numbers: `free_seq` (taken before the
+    /// allocator released `old_addr`) orders the free, `seq` (taken after it returned
+    /// `new_addr`) orders the allocation; `free_seq < seq`.
+    Realloc { free_seq: u64, seq: u64, old_addr: u64, new_addr: u64, new_size: u64, align_log2: u8, stack: StackId },
     /// The container at heap address `addr` now uses `used` of its capacity.
     Usage { seq: u64, addr: u64, used: u64 },
     /// Enter a context of type `ty` named `name` on this thread.
@@ -203,8 +206,10 @@ pub enum Event {
     DefineContextType { id: ContextTypeId, name: StringId },
     /// Declares a memory domain. `parent`: the domain whose blocks hold this one's allocations.
     DefineDomain { id: DomainId, name: StringId, kind: DomainKind, capacity: u64, parent: Option<DomainId> },
-    /// A loaded module (executable or shared library) for offline symbolication.
-    Module { base: u64, size: u64, path: StringId, build_id: Vec<u8> },
+    /// A loaded module (executable or shared library) for offline symbolication: mapped at
+    /// `base..base + size`; `load_bias` is what was added to the file's addresses (so the
+    /// file address of a return address `ip` is `ip - load_bias`); `build_id` may be empty.
+    Module { base: u64, size: u64, load_bias: u64, path: StringId, build_id: Vec<u8> },
     /// Names the block's thread: its OS thread id and name.
     ThreadInfo { os_tid: u64, name: StringId },
     /// Describes the domain allocation at (`domain`, `addr`) made just before on this thread.
@@ -216,7 +221,8 @@ pub enum Event {
 }
 
 impl Event {
-    /// The global sequence number, for the memory events that carry one.
+    /// The global sequence number, for the memory events that carry one (for a realloc,
+    /// that of its allocation half).
     pub fn seq(&self) -> Option<u64> {
         match *self {
             Event::Alloc { seq, .. }

@@ -80,7 +80,15 @@ impl FileHeader {
 
     /// Parses a header from the start of `bytes`; returns it and its length in bytes.
     pub fn parse(bytes: &[u8]) -> Result<(FileHeader, usize), FormatError> {
-        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+        if bytes.len() < MAGIC.len() {
+            // A non-empty start of the magic is a log cut off inside its header.
+            return Err(if !bytes.is_empty() && MAGIC.starts_with(bytes) {
+                FormatError::TruncatedHeader
+            } else {
+                FormatError::NotAMemreplayLog
+            });
+        }
+        if bytes[..MAGIC.len()] != MAGIC {
             return Err(FormatError::NotAMemreplayLog);
         }
         let mut c = Cursor::new(bytes);

@@ -20,7 +20,7 @@ pub mod writer;
 pub use block::{BlockError, BlockFrame, BlockKind, Compression, EndOfLog, EventEncoder};
 pub use event::*;
 pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};
-pub use ordered::{merge_by_seq, ThreadEvent};
+pub use ordered::{merge_by_seq, Part, ThreadEvent};
 pub use reader::{Block, Damage, DecodedBlock, Log, LogReader, ReadReport};
 pub use writer::LogWriter;
 
@@ -31,7 +31,10 @@ pub enum FormatError {
     /// The file does not start with the memreplay magic.
     NotAMemreplayLog,
     /// The log was written by an incompatible (newer or older major) version.
-    UnsupportedVersion { major: u16, minor: u16 },
+    UnsupportedVersion {
+        major: u16,
+        minor: u16,
+    },
     /// The file ends inside the header.
     TruncatedHeader,
     /// The header fails its checksum or does not parse.
@@ -42,7 +45,9 @@ pub enum FormatError {
 impl std::fmt::Display for FormatError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FormatError::NotAMemreplayLog => write!(f, "not a memreplay log (.mrl): the file does not start with the log magic"),
+            FormatError::NotAMemreplayLog => {
+                write!(f, "not a memreplay log (.mrl): the file does not start with the log magic")
+            }
             FormatError::UnsupportedVersion { major, minor } => write!(
                 f,
                 "log format version {major}.{minor} is not supported: this build reads version {VERSION_MAJOR}.x"

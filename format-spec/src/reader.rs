@@ -34,7 +34,8 @@ impl Block {
     /// Verifies the checksum, decompresses and decodes every event of the block.
     pub fn decode(&self) -> Result<DecodedBlock, BlockError> {
         let raw = unpack_payload(&self.frame, &self.stored)?;
-        let mut events = Vec::with_capacity(self.frame.event_count as usize);
+        // Every event takes at least one byte: a corrupt count must not reserve more.
+        let mut events = Vec::with_capacity((self.frame.event_count as usize).min(raw.len()));
         for ev in decode_events(&raw) {
             let ev = ev?;
             if !matches!(ev, Event::Unknown { .. }) {
@@ -138,7 +139,9 @@ pub struct LogReader<R> {
     report: ReadReport,
 }
 
-const READ_CHUNK: usize = 1 << 20;
+/// Bytes asked of the source at a time (more when a block needs more). Kept modest: the
+/// buffer is zero-filled before each read, which small logs should not pay a MiB for.
+const READ_CHUNK: usize = 64 << 10;
 
 impl<R: Read> LogReader<R> {
     /// Reads and checks the header. Fails for a file that is not a memreplay log, a
@@ -311,7 +314,9 @@ impl<R: Read> LogReader<R> {
         self.done = true;
         let rest = self.available() as u64;
         match corrupt_from {
-            Some(from) => self.report.damage.push(Damage::CorruptRegion { offset: from, bytes: self.offset - from + rest }),
+            Some(from) => {
+                self.report.damage.push(Damage::CorruptRegion { offset: from, bytes: self.offset - from + rest })
+            }
             None if rest > 0 => self.report.damage.push(Damage::TruncatedTail { offset: self.offset, bytes: rest }),
             None => {}
         }

@@ -123,10 +123,7 @@ impl Config {
             )));
         }
         if self.buffer_memory < (1 << 20) {
-            return Err(ConfigError(format!(
-                "buffer_memory must be at least 1 MiB, got {} bytes",
-                self.buffer_memory
-            )));
+            return Err(ConfigError(format!("buffer_memory must be at least 1 MiB, got {} bytes", self.buffer_memory)));
         }
         if self.flush_interval.is_zero() {
             return Err(ConfigError("flush_interval must be above zero".into()));
@@ -150,18 +147,15 @@ impl Config {
     /// Applies `key=value` options as in `MEMREPLAY_OPTIONS`.
     pub fn with_options(mut self, options: &str) -> Result<Config, ConfigError> {
         for item in options.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = item
-                .split_once('=')
-                .ok_or_else(|| ConfigError(format!("option `{item}` is not key=value")))?;
+            let (key, value) =
+                item.split_once('=').ok_or_else(|| ConfigError(format!("option `{item}` is not key=value")))?;
             let on = || match value {
                 "on" | "1" | "true" | "yes" => Ok(true),
                 "off" | "0" | "false" | "no" => Ok(false),
                 _ => Err(ConfigError(format!("option `{key}` takes on or off, not `{value}`"))),
             };
             let number = || {
-                value
-                    .parse::<u64>()
-                    .map_err(|_| ConfigError(format!("option `{key}` takes a number, not `{value}`")))
+                value.parse::<u64>().map_err(|_| ConfigError(format!("option `{key}` takes a number, not `{value}`")))
             };
             match key {
                 "callstacks" => self.callstacks_on_alloc = on()?,

@@ -243,7 +243,7 @@ pub fn attach<T: ?Sized>(ptr: *const T) -> AttachGuard {
 /// Implementation details used by the macros. Not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::guards::ContextGuard;
     #[cfg(feature = "capture_replay_log")]
     pub use crate::imp::{context_push, label_fmt};
-    pub use crate::guards::ContextGuard;
 }

@@ -22,7 +22,7 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use memreplay_format::DomainKind;
 
-use crate::{Config, SessionStats, StartError, StackCapture};
+use crate::{Config, SessionStats, StackCapture, StartError};
 use buffer::{BufPtr, BufferPool};
 
 pub(crate) use thread::{
@@ -129,9 +129,8 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
             next_thread: AtomicU32::new(1),
             stopping: std::sync::atomic::AtomicBool::new(false),
         }));
-        let start_unix_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let start_unix_ns =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let out = writer::LogOutput::new(file, &config, start_unix_ns).map_err(StartError::Io)?;
         let handle = std::thread::Builder::new()
             .name("memreplay-writer".into())

@@ -78,9 +78,7 @@ impl RecordWriter {
             while keep > 0 && (bytes[keep] & 0xC0) == 0x80 {
                 keep -= 1;
             }
-            unsafe {
-                std::ptr::copy_nonoverlapping(ELLIPSIS.as_ptr(), self.ptr.add(start + keep), ELLIPSIS.len())
-            };
+            unsafe { std::ptr::copy_nonoverlapping(ELLIPSIS.as_ptr(), self.ptr.add(start + keep), ELLIPSIS.len()) };
             n = keep + ELLIPSIS.len();
             self.len = start + n;
         }

@@ -133,16 +133,7 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
     unsafe { buf.reset(thread, 0) };
     slot.current.store(buf.0, Ordering::Release);
     let (stack_lo, stack_hi) = sys::stack_bounds();
-    let mut st = ThreadState {
-        session,
-        slot,
-        buf,
-        len: 0,
-        next_index: 1,
-        stack_lo,
-        stack_hi,
-        events_since_time: 0,
-    };
+    let mut st = ThreadState { session, slot, buf, len: 0, next_index: 1, stack_lo, stack_hi, events_since_time: 0 };
     st.time(session);
     st
 }

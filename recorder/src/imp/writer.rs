@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use memreplay_format::{
-    header_flags, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
-    HEAP_DOMAIN, VERSION_MAJOR, VERSION_MINOR,
+    header_flags, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind, HEAP_DOMAIN,
+    VERSION_MAJOR, VERSION_MINOR,
 };
 
 use super::buffer::BufPtr;

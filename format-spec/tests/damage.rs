@@ -1,0 +1,388 @@
+//! Damaged and foreign files: the reader never panics, keeps every intact block, and
+//! reports exactly what it could not read.
+
+use memreplay_format::block::FRAME_LEN;
+use memreplay_format::*;
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+fn header() -> FileHeader {
+    FileHeader {
+        version_major: VERSION_MAJOR,
+        version_minor: VERSION_MINOR,
+        flags: header_flags::CALLSTACKS_ON_ALLOC,
+        pointer_width: 8,
+        pid: 7,
+        start_unix_ns: 1_700_000_000_000_000_000,
+        ticks_per_second: 1_000_000_000,
+        max_stack_depth: 16,
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        exe_path: "/bin/game".into(),
+        recorder: "memreplay test".into(),
+    }
+}
+
+/// A small log of several blocks from several threads.
+struct Sample {
+    bytes: Vec<u8>,
+    header_len: usize,
+    /// (frame offset, end offset, thread, events) of every event block, in file order.
+    blocks: Vec<(usize, usize, u32, Vec<Event>)>,
+    /// Offset of the end-of-log block.
+    end_at: usize,
+}
+
+fn sample() -> Sample {
+    let mut bytes = Vec::new();
+    let mut w = LogWriter::new(&mut bytes, &header()).unwrap();
+    let header_len = w.bytes() as usize;
+    let mut enc = EventEncoder::new();
+    let mut blocks = Vec::new();
+    let mut seq = 1u64;
+    for b in 0..7u32 {
+        let thread = [0, 1, 2, 1, 3, 2, 1][b as usize];
+        let mut events = vec![Event::Time { ns: u64::from(b) * 1000 }];
+        if thread == 0 {
+            events.push(Event::DefineString { id: 1, text: "texture pool".into() });
+            events.push(Event::Module {
+                base: 0x5555_0000_0000,
+                size: 1 << 20,
+                load_bias: 0x5555_0000_0000,
+                path: 1,
+                build_id: vec![0xab; 20],
+            });
+        }
+        // Block 3 is long and repetitive, so it is stored LZ4-compressed.
+        let n = if b == 3 { 200 } else { 3 + b as u64 };
+        for i in 0..n {
+            let addr = 0x7f00_0000_0000 + u64::from(b) * 0x10000 + 32 * i;
+            events.push(Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size: 32, align_log2: 3, stack: 0 });
+            events.push(Event::Free { seq: seq + 1, domain: HEAP_DOMAIN, addr, stack: 0 });
+            seq += 2;
+        }
+        if b == 5 {
+            // Too short to compress: stored as is.
+            events = vec![Event::Label { seq, name: 1 }];
+            seq += 1;
+        }
+        events.iter().for_each(|e| enc.push(e));
+        let start = w.bytes() as usize;
+        w.write_block(thread, &mut enc).unwrap();
+        blocks.push((start, w.bytes() as usize, thread, events));
+    }
+    let end_at = w.bytes() as usize;
+    w.finish(0, 9999).unwrap();
+    Sample { bytes, header_len, blocks, end_at }
+}
+
+fn read(bytes: &[u8]) -> Log {
+    Log::read(bytes).unwrap_or_else(|e| panic!("log does not open: {e}"))
+}
+
+/// The decoded blocks as (thread, events), for comparing logs whose offsets moved.
+fn contents(log: &Log) -> Vec<(u32, Vec<Event>)> {
+    log.blocks.iter().map(|b| (b.frame.thread, b.events.clone())).collect()
+}
+
+fn expected(s: &Sample, keep: impl Fn(usize) -> bool) -> Vec<(u32, Vec<Event>)> {
+    s.blocks.iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, b)| (b.2, b.3.clone())).collect()
+}
+
+#[test]
+fn sample_is_clean_and_has_both_compressions() {
+    let s = sample();
+    let log = read(&s.bytes);
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    assert_eq!(contents(&log), expected(&s, |_| true));
+    let comp: Vec<_> = log.blocks.iter().map(|b| b.frame.compression).collect();
+    assert!(comp.contains(&Compression::Lz4) && comp.contains(&Compression::None), "{comp:?}");
+}
+
+#[test]
+fn truncation_at_every_offset_keeps_the_complete_blocks() {
+    let s = sample();
+    let boundaries: Vec<usize> = std::iter::once(s.header_len).chain(s.blocks.iter().map(|b| b.1)).collect();
+    assert_eq!(*boundaries.last().unwrap(), s.end_at);
+    for cut in s.header_len..=s.bytes.len() {
+        let log = read(&s.bytes[..cut]);
+        assert_eq!(contents(&log), expected(&s, |i| s.blocks[i].1 <= cut), "cut at {cut}");
+        assert_eq!(log.report.bytes, cut as u64);
+        if cut == s.bytes.len() {
+            assert!(log.report.is_clean());
+            continue;
+        }
+        assert_eq!(log.report.end, None, "cut at {cut}");
+        let last = *boundaries.iter().rev().find(|&&b| b <= cut).unwrap();
+        if last == cut {
+            assert_eq!(log.report.damage, [], "cut at {cut}");
+        } else {
+            let tail = Damage::TruncatedTail { offset: last as u64, bytes: (cut - last) as u64 };
+            assert_eq!(log.report.damage, [tail], "cut at {cut}");
+        }
+    }
+}
+
+#[test]
+fn truncation_inside_the_header_is_an_error() {
+    let s = sample();
+    assert!(matches!(Log::read(&s.bytes[..0]), Err(FormatError::NotAMemreplayLog)));
+    for cut in 1..s.header_len {
+        match Log::read(&s.bytes[..cut]) {
+            Err(FormatError::TruncatedHeader) => {}
+            other => panic!("cut at {cut}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn bad_payload_checksum_skips_only_that_block() {
+    let s = sample();
+    for (k, &(start, end, thread, ref events)) in s.blocks.iter().enumerate() {
+        for at in [start + FRAME_LEN, (start + FRAME_LEN + end) / 2, end - 1] {
+            let mut bytes = s.bytes.clone();
+            bytes[at] ^= 0x40;
+            let log = read(&bytes);
+            assert_eq!(contents(&log), expected(&s, |i| i != k), "flip at {at}");
+            let seqs = events.iter().filter_map(Event::seq);
+            let (first_seq, last_seq) = (seqs.clone().min().unwrap(), seqs.max().unwrap());
+            let bad = Damage::BadBlock {
+                offset: start as u64,
+                thread,
+                events: events.len() as u32,
+                first_seq,
+                last_seq,
+                error: BlockError::ChecksumMismatch,
+            };
+            assert_eq!(log.report.damage, [bad], "flip at {at}");
+            assert!(log.report.end.is_some());
+            assert_eq!(log.report.events_in_bad_blocks(), events.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn corrupt_frame_resyncs_at_the_next_block() {
+    let s = sample();
+    for (k, &(start, end, _, _)) in s.blocks.iter().enumerate() {
+        for at in start..start + FRAME_LEN {
+            let mut bytes = s.bytes.clone();
+            bytes[at] ^= 0x01;
+            let log = read(&bytes);
+            assert_eq!(contents(&log), expected(&s, |i| i != k), "flip at {at}");
+            let region = Damage::CorruptRegion { offset: start as u64, bytes: (end - start) as u64 };
+            assert_eq!(log.report.damage, [region], "flip at {at}");
+            assert!(log.report.end.is_some(), "flip at {at}");
+            assert_eq!(log.report.bytes_lost(), (end - start) as u64);
+        }
+    }
+    // A corrupt end-of-log frame: everything from it to the end is lost, and so is the end.
+    let mut bytes = s.bytes.clone();
+    bytes[s.end_at + 20] ^= 0xff;
+    let log = read(&bytes);
+    assert_eq!(contents(&log), expected(&s, |_| true));
+    let region = Damage::CorruptRegion { offset: s.end_at as u64, bytes: (s.bytes.len() - s.end_at) as u64 };
+    assert_eq!(log.report.damage, [region]);
+    assert_eq!(log.report.end, None);
+}
+
+#[test]
+fn garbage_between_blocks_is_skipped() {
+    let s = sample();
+    let mut fake_frame = b"MRLB".to_vec();
+    fake_frame.extend_from_slice(&[0u8; 60]);
+    let garbages: Vec<Vec<u8>> = vec![
+        vec![0xab; 1],
+        vec![0xab; 100],
+        b"MRL".to_vec(),
+        b"MRLBMRLBMRLB".to_vec(),
+        fake_frame,
+        (0..=255).collect(),
+    ];
+    let mut points: Vec<usize> = s.blocks.iter().map(|b| b.0).collect();
+    points.push(s.end_at);
+    for garbage in &garbages {
+        for (k, &at) in points.iter().enumerate() {
+            let mut bytes = s.bytes[..at].to_vec();
+            bytes.extend_from_slice(garbage);
+            bytes.extend_from_slice(&s.bytes[at..]);
+            let log = read(&bytes);
+            assert_eq!(contents(&log), expected(&s, |_| true), "garbage {k}");
+            let region = Damage::CorruptRegion { offset: at as u64, bytes: garbage.len() as u64 };
+            assert_eq!(log.report.damage, [region], "garbage before block {k}");
+            assert!(log.report.end.is_some());
+        }
+    }
+}
+
+#[test]
+fn foreign_files_are_refused() {
+    let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    elf.extend_from_slice(&[0; 56]);
+    let png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+    let files: [&[u8]; 5] = [b"", b"hello, world\nthis is text\n", &elf, &png, b"\x89MRX\r\n\x1a\n\x01\x00\x00\x00"];
+    for f in files {
+        assert!(matches!(Log::read(f), Err(FormatError::NotAMemreplayLog)), "{f:?}");
+    }
+}
+
+#[test]
+fn other_major_versions_and_bad_header_checksums_are_refused() {
+    let s = sample();
+    let mut v2 = s.bytes.clone();
+    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
+    assert!(matches!(Log::read(&v2[..]), Err(FormatError::UnsupportedVersion { major: 2, minor: 0 })));
+    let mut v0 = s.bytes.clone();
+    v0[8..10].copy_from_slice(&0u16.to_le_bytes());
+    assert!(matches!(Log::read(&v0[..]), Err(FormatError::UnsupportedVersion { major: 0, minor: 0 })));
+
+    // Any flipped byte after the versions (length, body, checksum) is caught.
+    for at in 12..s.header_len {
+        let mut bad = s.bytes.clone();
+        bad[at] ^= 0x10;
+        match Log::read(&bad[..]) {
+            // A flipped high bit of the body length makes it implausible or cut off.
+            Err(FormatError::CorruptHeader(_)) | Err(FormatError::TruncatedHeader) => {}
+            other => panic!("flip at {at}: {other:?}"),
+        }
+    }
+    let mut bad_crc = s.bytes.clone();
+    bad_crc[s.header_len - 1] ^= 0xff;
+    assert!(matches!(Log::read(&bad_crc[..]), Err(FormatError::CorruptHeader(_))));
+}
+
+#[test]
+fn bytes_after_the_end_are_reported() {
+    let s = sample();
+    let mut trailing_block = Vec::new();
+    let mut enc = EventEncoder::new();
+    enc.push(&Event::Label { seq: 1, name: 0 });
+    enc.finish_into(5, &mut trailing_block);
+    for extra in [vec![0u8], vec![0x42; 1000], trailing_block] {
+        let mut bytes = s.bytes.clone();
+        bytes.extend_from_slice(&extra);
+        let log = read(&bytes);
+        assert_eq!(contents(&log), expected(&s, |_| true));
+        assert!(log.report.end.is_some());
+        let t = Damage::TrailingBytes { offset: s.bytes.len() as u64, bytes: extra.len() as u64 };
+        assert_eq!(log.report.damage, [t]);
+    }
+}
+
+/// A reader that hands out one byte at a time: framing must not depend on read sizes.
+struct Trickle<'a>(&'a [u8]);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match (self.0.split_first(), buf.first_mut()) {
+            (Some((&b, rest)), Some(slot)) => {
+                *slot = b;
+                self.0 = rest;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+}
+
+#[test]
+fn damage_is_found_the_same_through_a_slow_reader() {
+    let s = sample();
+    let mut bytes = s.bytes[..s.blocks[2].0].to_vec();
+    bytes.extend_from_slice(&[0x33; 77]);
+    bytes.extend_from_slice(&s.bytes[s.blocks[2].0..s.bytes.len() - 3]);
+    let fast = read(&bytes);
+    let slow = Log::read(Trickle(&bytes)).unwrap();
+    assert_eq!(contents(&fast), contents(&slow));
+    assert_eq!(fast.report, slow.report);
+    assert_eq!(fast.report.damage.len(), 2);
+}
+
+/// A frame with a valid checksum around `payload` (stored as is).
+fn framed(thread: u32, compression: Compression, event_count: u32, raw_len: u32, payload: &[u8]) -> Vec<u8> {
+    use memreplay_format::block::BlockFrame;
+    let frame = BlockFrame {
+        kind: BlockKind::Events,
+        compression,
+        thread,
+        event_count,
+        first_seq: 0,
+        last_seq: 0,
+        stored_len: payload.len() as u32,
+        raw_len,
+        payload_crc: crc32(payload),
+    };
+    let mut out = frame.to_bytes().to_vec();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// CRC-32 (IEEE), bit by bit, as SPEC.md defines it: the tests do not borrow the crate's.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_after_a_header_never_panic(tail in vec(any::<u8>(), 0..2000)) {
+        let mut bytes = header().to_bytes();
+        bytes.extend_from_slice(&tail);
+        let log = Log::read(&bytes[..]).unwrap();
+        prop_assert_eq!(log.report.bytes, bytes.len() as u64);
+    }
+
+    #[test]
+    fn arbitrary_mutations_never_panic(
+        flips in vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+        cut in any::<prop::sample::Index>(),
+        insert in (any::<prop::sample::Index>(), vec(any::<u8>(), 0..64)),
+    ) {
+        let s = sample();
+        let mut bytes = s.bytes.clone();
+        for (i, b) in flips {
+            let at = i.index(bytes.len());
+            bytes[at] = b;
+        }
+        let at = insert.0.index(bytes.len());
+        bytes.splice(at..at, insert.1);
+        let _ = Log::read(&bytes[..]);
+        let cut = cut.index(bytes.len() + 1);
+        let _ = Log::read(&bytes[..cut]);
+    }
+
+    /// Valid frames around arbitrary payloads: the event decoder and LZ4 never panic,
+    /// whatever the payload, declared raw length or event count.
+    #[test]
+    fn arbitrary_payloads_in_valid_frames_never_panic(
+        payload in vec(any::<u8>(), 0..300),
+        lz4 in any::<bool>(),
+        event_count in any::<u32>(),
+        raw_len in 0u32..4096,
+    ) {
+        let (compression, raw_len) =
+            if lz4 { (Compression::Lz4, raw_len) } else { (Compression::None, payload.len() as u32) };
+        let mut bytes = header().to_bytes();
+        bytes.extend_from_slice(&framed(1, compression, event_count, raw_len, &payload));
+        bytes.extend_from_slice(&EndOfLog::default().to_block_bytes());
+        let log = Log::read(&bytes[..]).unwrap();
+        prop_assert!(log.report.end.is_some());
+        prop_assert_eq!(log.blocks.len() + log.report.damage.len(), 1);
+    }
+}
+
+#[test]
+fn crc_matches_the_crate() {
+    let s = sample();
+    let n = s.header_len - 4;
+    assert_eq!(crc32(&s.bytes[..n]).to_le_bytes(), s.bytes[n..s.header_len]);
+    assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+}

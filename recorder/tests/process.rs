@@ -1,0 +1,145 @@
+//! Whole-process scenarios, each in a child process: this test binary runs itself again
+//! with `MEMREPLAY_TEST_CHILD` naming the scenario (recording started only from the
+//! environment, a crash, frees of pre-start memory), and the parent reads the log.
+
+use std::alloc::System;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use memreplay_format::{Event, Log};
+
+#[global_allocator]
+static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
+
+/// Sizes the tests look for in the log.
+const MARK_A: usize = 777_001;
+const MARK_B: usize = 777_002;
+
+/// This test binary, set to run only `child_scenario` in scenario `mode` with `arg`.
+fn child(mode: &str, arg: &std::path::Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["child_scenario", "--exact", "--test-threads=1", "--nocapture"])
+        .env("MEMREPLAY_TEST_CHILD", mode)
+        .env("MEMREPLAY_TEST_ARG", arg)
+        .env_remove("MEMREPLAY_LOG")
+        .env_remove("MEMREPLAY_OPTIONS");
+    c
+}
+
+/// The child side: does nothing unless run by `child`.
+#[test]
+fn child_scenario() {
+    let Ok(mode) = std::env::var("MEMREPLAY_TEST_CHILD") else { return };
+    let path = std::env::var("MEMREPLAY_TEST_ARG").unwrap();
+    match mode.as_str() {
+        // No recorder call at all: MEMREPLAY_LOG started it, exit stops it.
+        "env" => {
+            let v = vec![1u8; MARK_A];
+            std::hint::black_box(&v);
+            std::mem::forget(v);
+        }
+        // Records, lets a worker go idle, then dies without stopping.
+        "crash" => {
+            memreplay::start(memreplay::Config::new(path).flush_interval(Duration::from_millis(20))).unwrap();
+            let _main = memreplay::context!("Crash", "main");
+            let keep = vec![2u8; MARK_A];
+            std::thread::Builder::new()
+                .name("idle worker".into())
+                .spawn(|| {
+                    let v = vec![3u8; MARK_B];
+                    std::hint::black_box(&v);
+                    std::mem::forget(v);
+                    std::thread::sleep(Duration::from_secs(60));
+                })
+                .unwrap();
+            // Several flush intervals: everything above reaches the file.
+            std::thread::sleep(Duration::from_millis(300));
+            std::hint::black_box(&keep);
+            std::process::abort();
+        }
+        // Frees memory allocated before recording started.
+        "prestart" => {
+            let early: Vec<Vec<u8>> = (0..100).map(|i| vec![0u8; 100 + i]).collect();
+            memreplay::start(memreplay::Config::new(path)).unwrap();
+            drop(early);
+            let v = vec![4u8; MARK_A];
+            drop(v);
+            memreplay::stop().unwrap();
+        }
+        other => panic!("unknown scenario {other:?}"),
+    }
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("memreplay-process-{}-{name}", std::process::id()))
+}
+
+fn has_alloc(log: &Log, size: u64) -> bool {
+    log.events().any(|(_, e)| matches!(e, Event::Alloc { size: s, .. } if *s == size))
+}
+
+#[test]
+fn environment_variable_starts_recording_and_exit_stops_it() {
+    let path = temp("env.mrl");
+    let status = child("env", &path)
+        .env("MEMREPLAY_LOG", &path)
+        .env("MEMREPLAY_OPTIONS", "callstacks=off,usage=off")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.is_clean(), "exit must end the log cleanly: {:?}", log.report);
+    assert!(has_alloc(&log, MARK_A as u64));
+    assert_eq!(log.header.flags, 0, "options from MEMREPLAY_OPTIONS");
+}
+
+#[test]
+fn bad_environment_options_do_not_start_recording() {
+    let path = temp("bad-env.mrl");
+    let out = child("env", &path).env("MEMREPLAY_LOG", &path).env("MEMREPLAY_OPTIONS", "depth=999").output().unwrap();
+    assert!(out.status.success(), "the program itself runs on");
+    assert!(!path.exists(), "no log is started with invalid options");
+}
+
+#[test]
+fn a_crash_loses_at_most_the_last_flush_interval() {
+    let path = temp("crash.mrl");
+    let status = child("crash", &path).output().unwrap().status;
+    assert!(!status.success(), "the child aborts");
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.end.is_none(), "a crashed log has no end-of-log record");
+    assert!(has_alloc(&log, MARK_A as u64), "the main thread's events were flushed");
+    assert!(has_alloc(&log, MARK_B as u64), "the idle worker's events were collected and flushed");
+    let strings: Vec<&str> = log
+        .events()
+        .filter_map(|(_, e)| match e {
+            Event::DefineString { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(strings.contains(&"idle worker"), "thread names: {strings:?}");
+}
+
+#[test]
+fn frees_of_memory_allocated_before_start_are_recorded_and_harmless() {
+    let path = temp("prestart.mrl");
+    let status = child("prestart", &path).status().unwrap();
+    assert!(status.success());
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.is_clean());
+    let allocated: std::collections::HashSet<u64> = log
+        .events()
+        .filter_map(|(_, e)| match e {
+            Event::Alloc { addr, .. } => Some(*addr),
+            _ => None,
+        })
+        .collect();
+    let untracked_frees =
+        log.events().filter(|(_, e)| matches!(e, Event::Free { addr, .. } if !allocated.contains(addr))).count();
+    assert!(untracked_frees >= 100, "the 100 pre-start blocks are freed: {untracked_frees}");
+    assert!(has_alloc(&log, MARK_A as u64));
+}
