@@ -76,3 +76,131 @@ fn records_allocations_contexts_and_markers() {
     let merged = merge_by_seq(&log.blocks);
     assert!(merged.iter().all(|m| m.part == Part::Whole || matches!(m.event, Event::Realloc { .. })));
 }
+
+#[test]
+fn sessions_stop_and_start_again_in_one_process() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let paths = [temp_log("first.mrl"), temp_log("second.mrl")];
+    for (i, path) in paths.iter().enumerate() {
+        memreplay::start(memreplay::Config::new(path).callstacks(false)).unwrap();
+        assert!(matches!(
+            memreplay::start(memreplay::Config::new(temp_log("clash.mrl"))),
+            Err(memreplay::StartError::AlreadyRecording)
+        ));
+        let v = vec![0u8; 50_000 + i];
+        drop(v);
+        memreplay::stop().unwrap();
+        assert!(memreplay::stop().is_none(), "a second stop has nothing to stop");
+    }
+    for (i, path) in paths.iter().enumerate() {
+        let log = Log::open(path).unwrap();
+        assert!(log.report.is_clean());
+        let sizes: Vec<u64> = log
+            .events()
+            .filter_map(|(_, e)| match e {
+                Event::Alloc { size, .. } if *size >= 50_000 && *size < 50_002 => Some(*size),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sizes, vec![50_000 + i as u64], "each log holds its own session only");
+    }
+}
+
+#[test]
+fn domains_resources_attaches_and_reallocs_are_recorded() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Defined before recording starts: still written into the log.
+    let vram = memreplay::Domain::define("vram.local", memreplay::DomainKind::GpuLocal, 1 << 30);
+    let path = temp_log("domains.mrl");
+    memreplay::start(memreplay::Config::new(&path).free_callstacks(true)).unwrap();
+    let pool = memreplay::Domain::define_within("entities", memreplay::DomainKind::Pool, 4096, memreplay::Domain::HEAP);
+    let asset = vec![0u8; 4096];
+    vram.alloc_resource(
+        0x10_0000,
+        1 << 20,
+        256,
+        &memreplay::Resource {
+            kind: memreplay::ResourceKind::Texture,
+            width: 512,
+            height: 512,
+            depth_or_layers: 1,
+            mip_levels: 10,
+            format: "BC7_UNORM",
+            name: "rock.dds",
+        },
+    );
+    pool.alloc(64, 32);
+    let worker = {
+        let interior = asset.as_ptr() as usize + 100;
+        std::thread::spawn(move || {
+            let _a = memreplay::attach(interior as *const u8);
+            let mut grow: Vec<u64> = Vec::with_capacity(1);
+            for i in 0..100 {
+                grow.push(i);
+            }
+            grow
+        })
+    };
+    let grown = worker.join().unwrap();
+    drop(grown);
+    pool.free(64);
+    vram.free(0x10_0000);
+    memreplay::stop().unwrap();
+
+    let log = Log::open(&path).unwrap();
+    let names = strings(&log);
+    let events: Vec<(u32, &Event)> = log.events().collect();
+    let domains: HashMap<String, (memreplay_format::DomainKind, u64, Option<u32>, u32)> = events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::DefineDomain { id, name, kind, capacity, parent } => {
+                Some((names[name].clone(), (*kind, *capacity, *parent, *id)))
+            }
+            _ => None,
+        })
+        .collect();
+    let (kind, cap, parent, vram_id) = domains["vram.local"];
+    assert_eq!((kind, cap, parent), (memreplay_format::DomainKind::GpuLocal, 1 << 30, None));
+    let (kind, cap, parent, pool_id) = domains["entities"];
+    assert_eq!((kind, cap, parent), (memreplay_format::DomainKind::Pool, 4096, Some(HEAP_DOMAIN)));
+    assert!(events.iter().any(|(_, e)| matches!(e,
+        Event::Alloc { domain, addr: 0x10_0000, size: 1048576, align_log2: 8, .. } if *domain == vram_id)));
+    assert!(events.iter().any(|(_, e)| matches!(e, Event::Free { domain, addr: 0x10_0000, .. } if *domain == vram_id)));
+    assert!(events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Alloc { domain, addr: 64, size: 32, .. } if *domain == pool_id)));
+    let desc = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::Resource { domain, desc, .. } if *domain == vram_id => Some(desc.clone()),
+            _ => None,
+        })
+        .expect("resource descriptor");
+    assert_eq!((desc.width, desc.height, desc.mip_levels), (512, 512, 10));
+    assert_eq!((names[&desc.format].as_str(), names[&desc.name].as_str()), ("BC7_UNORM", "rock.dds"));
+    let (attach_thread, attach_addr) = events
+        .iter()
+        .find_map(|(t, e)| match e {
+            Event::AttachPush { addr, .. } => Some((*t, *addr)),
+            _ => None,
+        })
+        .expect("attach");
+    let asset_addr = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::Alloc { addr, size: 4096, domain: HEAP_DOMAIN, .. } => Some(*addr),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(attach_addr, asset_addr + 100, "interior pointers are recorded as given");
+    let worker_reallocs = events
+        .iter()
+        .filter(|(t, e)| *t == attach_thread && matches!(e, Event::Realloc { free_seq, seq, .. } if free_seq < seq))
+        .count();
+    assert!(worker_reallocs >= 3, "Vec growth reallocs on the attached thread: {worker_reallocs}");
+    assert!(events.iter().any(|(t, e)| *t == attach_thread && matches!(e, Event::AttachPop)));
+    assert!(
+        events.iter().any(|(_, e)| matches!(e, Event::Free { stack, .. } if *stack != 0)),
+        "free callstacks were asked for"
+    );
+}

@@ -121,11 +121,8 @@ fn cross_thread_frees_and_address_reuse_replay_exactly() {
             }
             (&Event::Free { addr, .. }, _) | (&Event::Realloc { old_addr: addr, .. }, Part::ReallocFree) => {
                 match live.remove(&addr) {
-                    Some((size, thread)) => {
-                        if thread != te.thread && is_mark(size) {
-                            cross_thread += 1;
-                        }
-                    }
+                    Some((size, thread)) if thread != te.thread && is_mark(size) => cross_thread += 1,
+                    Some(_) => {}
                     // A free of memory allocated before the session started is legal;
                     // a free of an address the session allocated and already freed is not.
                     None if ever.contains(&addr) => bad_frees += 1,

@@ -19,7 +19,7 @@ use crate::Resource;
 
 /// Marks a thread whose state was torn down (it is exiting): its later events go to the
 /// shared stream of exiting threads.
-const EXITED: *mut ThreadState = 1 as *mut ThreadState;
+const EXITED: *mut ThreadState = std::ptr::dangling_mut();
 
 /// Events between two clock reads on a busy thread (a clock read costs about 20 ns).
 const EVENTS_PER_TIME: u32 = 1024;
