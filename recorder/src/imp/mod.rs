@@ -132,13 +132,20 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         let start_unix_ns =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let out = writer::LogOutput::new(file, &config, start_unix_ns).map_err(StartError::Io)?;
+        // The session is published only once the writer has marked itself as the
+        // recorder's own: std's start-up code for the new thread allocates first.
+        let ready = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let writer_ready = ready.clone();
         let handle = std::thread::Builder::new()
             .name("memreplay-writer".into())
             .spawn(move || {
                 thread::mark_recorder_thread();
+                writer_ready.wait();
+                drop(writer_ready);
                 writer::run(session, out, full_rx, config)
             })
             .map_err(StartError::Io)?;
+        ready.wait();
         *control = Some(handle);
         install_exit_hook();
         SESSION.store(session as *const Session as *mut Session, Ordering::Release);

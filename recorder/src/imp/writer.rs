@@ -163,6 +163,8 @@ pub(crate) fn run(
         }
         let now = Instant::now();
         if now >= next_tick {
+            // Domains defined since the last tick, used or not yet.
+            w.sync_domains(METADATA);
             w.collect_idle();
             w.write_all_streams();
             if now >= next_modules {
@@ -184,6 +186,7 @@ pub(crate) fn run(
         }
     }
     w.collect_idle();
+    w.sync_domains(METADATA);
     w.write_all_streams();
     w.report_lost();
     session.pool.drain();

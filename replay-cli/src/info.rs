@@ -1,0 +1,520 @@
+//! `info`: what a log holds and how whole it is, in one pass over its events.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use memreplay_format::{context_flags, header_flags, Event, Log, HEAP_DOMAIN};
+use serde::Serialize;
+
+use crate::time::{format_ms, format_utc};
+
+/// Everything `info` reports. Serializes to the `--json` output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Info {
+    pub path: String,
+    pub header: HeaderInfo,
+    pub totals: Totals,
+    pub threads: Vec<ThreadInfo>,
+    pub events: EventCounts,
+    pub domains: Vec<DomainInfo>,
+    pub context_types: Vec<ContextTypeInfo>,
+    pub labels: Vec<LabelInfo>,
+    pub frames: u64,
+    pub integrity: Integrity,
+}
+
+/// The file header's facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeaderInfo {
+    /// `major.minor`.
+    pub format_version: String,
+    pub recorder: String,
+    pub os: String,
+    pub arch: String,
+    pub pid: u64,
+    pub pointer_width: u8,
+    pub exe_path: String,
+    pub start_unix_ns: u64,
+    /// The start time as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+    pub start_utc: String,
+    pub flags: u32,
+    pub callstacks_on_alloc: bool,
+    pub callstacks_on_free: bool,
+    pub usage_changes: bool,
+    pub max_stack_depth: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Totals {
+    /// Event blocks decoded (damaged ones are not counted here).
+    pub blocks: u64,
+    /// Events decoded.
+    pub events: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    pub bytes_per_event: f64,
+    /// Nanoseconds from the start to the end-of-log record, or to the last clock reading
+    /// of a truncated log (then `duration_is_lower_bound`).
+    pub duration_ns: u64,
+    pub duration_is_lower_bound: bool,
+}
+
+/// One event stream: a recorded thread (stream 0 holds the recorder's metadata).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadInfo {
+    pub stream: u32,
+    /// The last name the thread gave itself (`ThreadInfo` records), if any.
+    pub name: Option<String>,
+    pub os_tid: Option<u64>,
+    pub blocks: u64,
+    pub events: u64,
+}
+
+/// How many events of each kind the log holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventCounts {
+    /// Heap allocations (domain 0). Allocations in other domains are under `domains`.
+    pub alloc: u64,
+    pub free: u64,
+    pub realloc: u64,
+    pub domain_alloc: u64,
+    pub domain_free: u64,
+    pub usage: u64,
+    pub context_push: u64,
+    pub context_pop: u64,
+    pub attach_push: u64,
+    pub attach_pop: u64,
+    pub label: u64,
+    pub frame_start: u64,
+    pub time: u64,
+    pub thread_info: u64,
+    pub resource: u64,
+    pub define_string: u64,
+    pub define_stack: u64,
+    pub define_context_type: u64,
+    pub define_domain: u64,
+    pub module: u64,
+    /// `Lost` records, and the events they say were lost.
+    pub lost: u64,
+    pub lost_events: u64,
+}
+
+/// A memory domain and what happened in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DomainInfo {
+    pub id: u32,
+    pub name: String,
+    pub kind: String,
+    pub capacity: u64,
+    pub parent: Option<u32>,
+    pub allocs: u64,
+    pub frees: u64,
+    /// Sum of the sizes of its allocations.
+    pub alloc_bytes: u64,
+    pub resources: u64,
+}
+
+/// A context type and how often it was entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextTypeInfo {
+    pub id: u32,
+    pub name: String,
+    pub pushes: u64,
+    /// Pushes flagged as instances (one texture, one mesh).
+    pub instances: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabelInfo {
+    pub name: String,
+    pub seq: u64,
+    pub stream: u32,
+    /// Nanoseconds since the start: the last clock reading before the label in its stream.
+    pub time_ns: Option<u64>,
+}
+
+/// Whether the log is whole, and what was lost if not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Integrity {
+    /// The end-of-log record is present (the recording was stopped cleanly and the file
+    /// was not cut short).
+    pub complete: bool,
+    /// Complete and nothing damaged.
+    pub clean: bool,
+    /// Every damage the reader found, described.
+    pub damage: Vec<String>,
+    /// Bytes lost to truncation and corruption.
+    pub bytes_lost: u64,
+    /// Events known lost: those of blocks that failed to decode, those the recorder
+    /// reported lost, and (with an end-of-log record) any other shortfall against its
+    /// event count. Events in a cut-off tail cannot be counted.
+    pub events_lost: u64,
+    /// Events in blocks that failed to decode.
+    pub events_in_bad_blocks: u64,
+    /// Events the recorder itself could not record.
+    pub recorder_lost_events: u64,
+    /// The end-of-log record's totals.
+    pub end: Option<EndInfo>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EndInfo {
+    pub blocks: u64,
+    pub events: u64,
+    pub lost_events: u64,
+    pub end_ns: u64,
+}
+
+impl Info {
+    /// Summarizes `log` (`path` is only displayed).
+    pub fn from_log(path: &str, log: &Log) -> Info {
+        let h = &log.header;
+        let header = HeaderInfo {
+            format_version: format!("{}.{}", h.version_major, h.version_minor),
+            recorder: h.recorder.clone(),
+            os: h.os.clone(),
+            arch: h.arch.clone(),
+            pid: h.pid,
+            pointer_width: h.pointer_width,
+            exe_path: h.exe_path.clone(),
+            start_unix_ns: h.start_unix_ns,
+            start_utc: format_utc(h.start_unix_ns),
+            flags: h.flags,
+            callstacks_on_alloc: h.has(header_flags::CALLSTACKS_ON_ALLOC),
+            callstacks_on_free: h.has(header_flags::CALLSTACKS_ON_FREE),
+            usage_changes: h.has(header_flags::USAGE_CHANGES),
+            max_stack_depth: h.max_stack_depth,
+        };
+
+        // Strings are interned log-wide but may be defined in any stream, possibly after
+        // a first use in another: collect them all first.
+        let strings: HashMap<u32, &str> = log
+            .events()
+            .filter_map(|(_, e)| match e {
+                Event::DefineString { id, text } => Some((*id, text.as_str())),
+                _ => None,
+            })
+            .collect();
+        let string = |id: u32| -> Option<String> {
+            if id == 0 {
+                None
+            } else {
+                Some(strings.get(&id).map_or_else(|| format!("<string {id}>"), |s| (*s).to_owned()))
+            }
+        };
+
+        let mut counts = EventCounts::default();
+        let mut threads: BTreeMap<u32, ThreadInfo> = BTreeMap::new();
+        let mut domains: BTreeMap<u32, DomainInfo> = BTreeMap::new();
+        let mut context_types: BTreeMap<u32, ContextTypeInfo> = BTreeMap::new();
+        let mut labels = Vec::new();
+        let mut clock: HashMap<u32, u64> = HashMap::new();
+        let mut last_time = 0u64;
+
+        for block in &log.blocks {
+            let stream = block.frame.thread;
+            let t = threads.entry(stream).or_insert_with(|| ThreadInfo {
+                stream,
+                name: None,
+                os_tid: None,
+                blocks: 0,
+                events: 0,
+            });
+            t.blocks += 1;
+            t.events += block.events.len() as u64;
+            for event in &block.events {
+                match event {
+                    Event::Alloc { domain, size, .. } => {
+                        if *domain == HEAP_DOMAIN {
+                            counts.alloc += 1;
+                        } else {
+                            counts.domain_alloc += 1;
+                            let d = domain_entry(&mut domains, *domain);
+                            d.allocs += 1;
+                            d.alloc_bytes += size;
+                        }
+                    }
+                    Event::Free { domain, .. } => {
+                        if *domain == HEAP_DOMAIN {
+                            counts.free += 1;
+                        } else {
+                            counts.domain_free += 1;
+                            domain_entry(&mut domains, *domain).frees += 1;
+                        }
+                    }
+                    Event::Realloc { .. } => counts.realloc += 1,
+                    Event::Usage { .. } => counts.usage += 1,
+                    Event::ContextPush { ty, flags, .. } => {
+                        counts.context_push += 1;
+                        let c = context_entry(&mut context_types, *ty);
+                        c.pushes += 1;
+                        if flags & context_flags::INSTANCE != 0 {
+                            c.instances += 1;
+                        }
+                    }
+                    Event::ContextPop => counts.context_pop += 1,
+                    Event::AttachPush { .. } => counts.attach_push += 1,
+                    Event::AttachPop => counts.attach_pop += 1,
+                    Event::Time { ns } => {
+                        counts.time += 1;
+                        clock.insert(stream, *ns);
+                        last_time = last_time.max(*ns);
+                    }
+                    Event::FrameStart { .. } => counts.frame_start += 1,
+                    Event::Label { seq, name } => {
+                        counts.label += 1;
+                        labels.push(LabelInfo {
+                            name: string(*name).unwrap_or_default(),
+                            seq: *seq,
+                            stream,
+                            time_ns: clock.get(&stream).copied(),
+                        });
+                    }
+                    Event::DefineString { .. } => counts.define_string += 1,
+                    Event::DefineStack { .. } => counts.define_stack += 1,
+                    Event::DefineContextType { id, name } => {
+                        counts.define_context_type += 1;
+                        if let Some(n) = string(*name) {
+                            context_entry(&mut context_types, *id).name = n;
+                        }
+                    }
+                    Event::DefineDomain { id, name, kind, capacity, parent } => {
+                        counts.define_domain += 1;
+                        let d = domain_entry(&mut domains, *id);
+                        if let Some(n) = string(*name) {
+                            d.name = n;
+                        }
+                        d.kind = kind.name().to_owned();
+                        d.capacity = *capacity;
+                        d.parent = *parent;
+                    }
+                    Event::Module { .. } => counts.module += 1,
+                    Event::ThreadInfo { os_tid, name } => {
+                        counts.thread_info += 1;
+                        let t = threads.get_mut(&stream).expect("inserted above");
+                        t.os_tid = Some(*os_tid);
+                        if let Some(n) = string(*name) {
+                            t.name = Some(n);
+                        }
+                    }
+                    Event::Resource { domain, .. } => {
+                        counts.resource += 1;
+                        domain_entry(&mut domains, *domain).resources += 1;
+                    }
+                    Event::Lost { events, .. } => {
+                        counts.lost += 1;
+                        counts.lost_events += events;
+                    }
+                    // Dropped by the decoder; nothing to count.
+                    Event::Unknown { .. } => {}
+                }
+            }
+        }
+        labels.sort_by_key(|l| l.seq);
+
+        let report = &log.report;
+        let events: u64 = threads.values().map(|t| t.events).sum();
+        let end = report.end.map(|e| EndInfo {
+            blocks: e.blocks,
+            events: e.events,
+            lost_events: e.lost_events,
+            end_ns: e.end_ns,
+        });
+        let events_in_bad_blocks = report.events_in_bad_blocks();
+        let recorder_lost_events = counts.lost_events.max(end.map_or(0, |e| e.lost_events));
+        // With the end record, anything short of its event count is lost, whatever the cause.
+        let shortfall = end.map_or(0, |e| e.events.saturating_sub(events + events_in_bad_blocks));
+        let integrity = Integrity {
+            complete: end.is_some(),
+            clean: report.is_clean(),
+            damage: report.damage.iter().map(ToString::to_string).collect(),
+            bytes_lost: report.bytes_lost(),
+            events_lost: events_in_bad_blocks + recorder_lost_events + shortfall,
+            events_in_bad_blocks,
+            recorder_lost_events,
+            end,
+        };
+
+        Info {
+            path: path.to_owned(),
+            header,
+            totals: Totals {
+                blocks: log.blocks.len() as u64,
+                events,
+                bytes: report.bytes,
+                bytes_per_event: if events == 0 { 0.0 } else { report.bytes as f64 / events as f64 },
+                duration_ns: end.map_or(last_time, |e| e.end_ns),
+                duration_is_lower_bound: end.is_none(),
+            },
+            threads: threads.into_values().collect(),
+            domains: domains.into_values().collect(),
+            context_types: context_types.into_values().collect(),
+            labels,
+            frames: counts.frame_start,
+            events: counts,
+            integrity,
+        }
+    }
+
+    /// The `--json` output: pretty-printed, newline-terminated.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("Info serializes");
+        s.push('\n');
+        s
+    }
+
+    /// The human-readable report.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        // Writing to a String cannot fail.
+        let _ = self.write_text(&mut o);
+        o
+    }
+
+    fn write_text(&self, o: &mut String) -> std::fmt::Result {
+        let h = &self.header;
+        writeln!(o, "{}", self.path)?;
+        writeln!(o, "  format     memreplay log {}, written by {}", h.format_version, h.recorder)?;
+        writeln!(o, "  system     {} {}, {}-byte pointers", h.os, h.arch, h.pointer_width)?;
+        writeln!(
+            o,
+            "  process    pid {}, {}",
+            h.pid,
+            if h.exe_path.is_empty() { "(unknown executable)" } else { &h.exe_path }
+        )?;
+        writeln!(o, "  started    {}", h.start_utc)?;
+        let mut recorded = vec!["allocations"];
+        if h.callstacks_on_alloc {
+            recorded.push("allocation callstacks");
+        }
+        if h.callstacks_on_free {
+            recorded.push("free callstacks");
+        }
+        if h.usage_changes {
+            recorded.push("usage changes");
+        }
+        writeln!(o, "  recorded   {}; callstacks up to {} frames", recorded.join(", "), h.max_stack_depth)?;
+        let t = &self.totals;
+        writeln!(
+            o,
+            "  duration   {}{}",
+            if t.duration_is_lower_bound { "at least " } else { "" },
+            format_ms(t.duration_ns)
+        )?;
+
+        writeln!(o, "\ntotals")?;
+        writeln!(o, "  blocks     {}", t.blocks)?;
+        writeln!(o, "  events     {}", t.events)?;
+        writeln!(o, "  bytes      {} ({:.2} bytes/event)", t.bytes, t.bytes_per_event)?;
+        writeln!(o, "  frames     {}", self.frames)?;
+
+        writeln!(o, "\nthreads ({})", self.threads.len())?;
+        writeln!(o, "  {:>6}  {:>10}  {:>9}  name", "stream", "os tid", "events")?;
+        for th in &self.threads {
+            let name = match (&th.name, th.stream) {
+                (Some(n), _) => n.as_str(),
+                (None, 0) => "(recorder metadata)",
+                (None, _) => "(unnamed)",
+            };
+            let tid = th.os_tid.map_or_else(|| "-".to_owned(), |t| t.to_string());
+            writeln!(o, "  {:>6}  {:>10}  {:>9}  {name}", th.stream, tid, th.events)?;
+        }
+
+        let e = &self.events;
+        writeln!(o, "\nevents")?;
+        let rows: [(&str, u64); 19] = [
+            ("alloc", e.alloc),
+            ("free", e.free),
+            ("realloc", e.realloc),
+            ("domain alloc", e.domain_alloc),
+            ("domain free", e.domain_free),
+            ("usage", e.usage),
+            ("context push", e.context_push),
+            ("context pop", e.context_pop),
+            ("attach push", e.attach_push),
+            ("attach pop", e.attach_pop),
+            ("label", e.label),
+            ("frame start", e.frame_start),
+            ("time", e.time),
+            ("thread info", e.thread_info),
+            ("resource", e.resource),
+            ("define string", e.define_string),
+            ("define stack", e.define_stack),
+            ("define ctx type", e.define_context_type),
+            ("define domain", e.define_domain),
+        ];
+        for (name, n) in rows {
+            writeln!(o, "  {name:<16} {n:>9}")?;
+        }
+        writeln!(o, "  {:<16} {:>9}", "module", e.module)?;
+        writeln!(o, "  {:<16} {:>9}  ({} events lost)", "lost", e.lost, e.lost_events)?;
+
+        if !self.domains.is_empty() {
+            writeln!(o, "\ndomains")?;
+            for d in &self.domains {
+                let parent = d.parent.map_or_else(String::new, |p| format!(", within domain {p}"));
+                writeln!(o, "  {:>3} {:<16} {:<10} capacity {}{parent}", d.id, d.name, d.kind, d.capacity)?;
+                writeln!(
+                    o,
+                    "      {} allocs ({} bytes), {} frees, {} resources",
+                    d.allocs, d.alloc_bytes, d.frees, d.resources
+                )?;
+            }
+        }
+
+        if !self.context_types.is_empty() {
+            writeln!(o, "\ncontext types")?;
+            for c in &self.context_types {
+                let inst = if c.instances > 0 { format!(" ({} instances)", c.instances) } else { String::new() };
+                writeln!(o, "  {:<16} {:>6} pushes{inst}", c.name, c.pushes)?;
+            }
+        }
+
+        writeln!(o, "\nlabels ({})", self.labels.len())?;
+        for l in &self.labels {
+            let at = l.time_ns.map_or_else(|| "?".to_owned(), format_ms);
+            writeln!(o, "  {at:>14}  {}", l.name)?;
+        }
+
+        let i = &self.integrity;
+        writeln!(o, "\nintegrity")?;
+        let state = match (i.complete, i.clean) {
+            (true, true) => "complete (end-of-log record present, no damage)",
+            (true, false) => "complete but DAMAGED",
+            (false, _) => "TRUNCATED (no end-of-log record)",
+        };
+        writeln!(o, "  {state}")?;
+        for d in &i.damage {
+            writeln!(o, "  damage: {d}")?;
+        }
+        write!(o, "  {} bytes / {} events lost", i.bytes_lost, i.events_lost)?;
+        if !i.complete {
+            write!(o, " (plus the events of the missing tail, which cannot be counted)")?;
+        }
+        writeln!(o)?;
+        if i.recorder_lost_events > 0 {
+            writeln!(o, "  the recorder itself lost {} events", i.recorder_lost_events)?;
+        }
+        Ok(())
+    }
+}
+
+/// The entry of domain `id`, created with placeholder facts if it was never defined.
+fn domain_entry(domains: &mut BTreeMap<u32, DomainInfo>, id: u32) -> &mut DomainInfo {
+    domains.entry(id).or_insert_with(|| DomainInfo {
+        id,
+        name: format!("<domain {id}>"),
+        kind: "unknown".into(),
+        capacity: 0,
+        parent: None,
+        allocs: 0,
+        frees: 0,
+        alloc_bytes: 0,
+        resources: 0,
+    })
+}
+
+/// The entry of context type `id`, created with a placeholder name if never defined.
+fn context_entry(types: &mut BTreeMap<u32, ContextTypeInfo>, id: u32) -> &mut ContextTypeInfo {
+    types.entry(id).or_insert_with(|| ContextTypeInfo { id, name: format!("<type {id}>"), pushes: 0, instances: 0 })
+}

@@ -1,0 +1,72 @@
+//! `replay-cli`: reads memreplay logs (`.mrl`) and reports on them.
+//!
+//! The binary is a thin clap front end over this library, so that tests and other tools
+//! can call the same code:
+//!
+//! - [`open_log`] reads a log, turning the ways a file can fail to be a log at all into
+//!   one-line [`CliError`]s;
+//! - [`info::Info::from_log`] summarizes a log (header, totals, threads, event counts,
+//!   domains, contexts, labels, integrity), printable as text ([`info::Info::to_text`])
+//!   or JSON ([`info::Info::to_json`]).
+
+pub mod info;
+pub mod time;
+
+use std::path::{Path, PathBuf};
+
+use memreplay_format::{FormatError, Log};
+
+pub use info::Info;
+
+/// Why a command could not do its work. Each displays as one line.
+#[derive(Debug)]
+pub enum CliError {
+    /// The log could not be opened or is not a log this build reads.
+    Open { path: PathBuf, error: FormatError },
+    /// The report could not be written (e.g. stdout closed).
+    Output(std::io::Error),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Open { path, error: FormatError::Io(e) } => {
+                write!(f, "cannot read {}: {e}", path.display())
+            }
+            CliError::Open { path, error } => write!(f, "{}: {error}", path.display()),
+            CliError::Output(e) => write!(f, "cannot write the report: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// Exit status for errors: the file is missing, unreadable, not a log, or of an
+/// unsupported version (also what clap uses for bad arguments).
+pub const EXIT_ERROR: u8 = 2;
+/// Exit status of `--strict` for a log that is truncated or damaged.
+pub const EXIT_DAMAGED: u8 = 1;
+
+/// Reads a whole log. Damage past the header is not an error: it is in `log.report`.
+pub fn open_log(path: &Path) -> Result<Log, CliError> {
+    Log::open(path).map_err(|error| CliError::Open { path: path.to_owned(), error })
+}
+
+/// What `info` should print.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InfoOptions {
+    /// Machine-readable JSON instead of text.
+    pub json: bool,
+    /// Report a damaged or truncated log through the exit status.
+    pub strict: bool,
+}
+
+/// `replay-cli info`: writes the summary of the log at `path` to `out` and returns the
+/// exit status (0, or [`EXIT_DAMAGED`] under `--strict` for a damaged log).
+pub fn run_info(path: &Path, opts: InfoOptions, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
+    let log = open_log(path)?;
+    let info = Info::from_log(&path.display().to_string(), &log);
+    let text = if opts.json { info.to_json() } else { info.to_text() };
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
+    Ok(if opts.strict && !info.integrity.clean { EXIT_DAMAGED } else { 0 })
+}

@@ -1,0 +1,315 @@
+//! The `replay-cli` binary end to end, on logs written here with `memreplay-format`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use memreplay_format::{
+    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
+    VERSION_MAJOR, VERSION_MINOR,
+};
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().expect("run replay-cli")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("replay-cli-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn header(major: u16) -> FileHeader {
+    FileHeader {
+        version_major: major,
+        version_minor: VERSION_MINOR,
+        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
+        pointer_width: 8,
+        pid: 4242,
+        // 2000-02-29 12:34:56.789 UTC
+        start_unix_ns: 951_827_696_789_000_000,
+        ticks_per_second: 1_000_000_000,
+        max_stack_depth: 16,
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        exe_path: "/games/forest".into(),
+        recorder: "memreplay test".into(),
+    }
+}
+
+/// A small log: metadata (strings, a domain, a module) and two threads that use every
+/// kind of event. Returns its path and the number of events written.
+fn write_log(name: &str) -> (PathBuf, u64) {
+    let path = temp(name);
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = LogWriter::new(file, &header(VERSION_MAJOR)).unwrap();
+    let s = |id: u32, text: &str| Event::DefineString { id, text: text.into() };
+
+    let mut meta = EventEncoder::new();
+    for e in [
+        s(1, "vram.local"),
+        Event::DefineDomain { id: 1, name: 1, kind: DomainKind::GpuLocal, capacity: 1 << 28, parent: None },
+        s(2, "/games/forest"),
+        Event::Module { base: 0x40_0000, size: 0x1000, load_bias: 0, path: 2, build_id: vec![1, 2, 3] },
+    ] {
+        meta.push(&e);
+    }
+    w.write_block(0, &mut meta).unwrap();
+
+    let mut main = EventEncoder::new();
+    for e in [
+        Event::Time { ns: 1_000 },
+        s(3, "main"),
+        Event::ThreadInfo { os_tid: 100, name: 3 },
+        Event::DefineStack { id: 1, frames: vec![0x40_0010, 0x40_0020] },
+        s(4, "Texture"),
+        Event::DefineContextType { id: 1, name: 4 },
+        s(5, "rock.dds"),
+        Event::ContextPush { ty: 1, name: 5, flags: 1 },
+        Event::Alloc { seq: 1, domain: 0, addr: 0x1000, size: 4096, align_log2: 3, stack: 1 },
+        Event::Usage { seq: 2, addr: 0x1000, used: 1000 },
+        Event::Alloc { seq: 3, domain: 1, addr: 0x10_0000, size: 65536, align_log2: 16, stack: 1 },
+        s(6, "BC7_UNORM"),
+        Event::Resource {
+            domain: 1,
+            addr: 0x10_0000,
+            desc: ResourceDesc {
+                kind: ResourceKind::Texture,
+                width: 256,
+                height: 256,
+                depth_or_layers: 1,
+                mip_levels: 9,
+                format: 6,
+                name: 5,
+            },
+        },
+        Event::ContextPop,
+        Event::Time { ns: 2_500_000 },
+        s(7, "level loaded"),
+        Event::Label { seq: 4, name: 7 },
+        Event::Time { ns: 3_000_000 },
+        Event::FrameStart { seq: 5, frame: 0 },
+        Event::Realloc {
+            free_seq: 6,
+            seq: 7,
+            old_addr: 0x1000,
+            new_addr: 0x3000,
+            new_size: 8192,
+            align_log2: 3,
+            stack: 1,
+        },
+        Event::Free { seq: 8, domain: 1, addr: 0x10_0000, stack: 0 },
+        Event::Time { ns: 4_000_000 },
+        Event::FrameStart { seq: 9, frame: 1 },
+    ] {
+        main.push(&e);
+    }
+    w.write_block(1, &mut main).unwrap();
+
+    let mut worker = EventEncoder::new();
+    for e in [
+        Event::Time { ns: 1_500 },
+        s(8, "asset streaming"),
+        Event::ThreadInfo { os_tid: 101, name: 8 },
+        Event::AttachPush { seq: 10, addr: 0x3010 },
+        Event::Alloc { seq: 11, domain: 0, addr: 0x9000, size: 100, align_log2: 0, stack: 0 },
+        Event::AttachPop,
+        Event::Free { seq: 12, domain: 0, addr: 0x3000, stack: 0 },
+        Event::Lost { events: 3, bytes: 0, reason: LossReason::ThreadTeardown },
+    ] {
+        worker.push(&e);
+    }
+    w.write_block(2, &mut worker).unwrap();
+    let events = w.events();
+    w.finish(3, 5_000_000).unwrap();
+    (path, events)
+}
+
+#[test]
+fn info_prints_the_header_totals_threads_and_labels() {
+    let (path, events) = write_log("info.mrl");
+    let o = cli(&["info", path.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    for needle in [
+        "memreplay log 1.0, written by memreplay test",
+        "linux x86_64, 8-byte pointers",
+        "pid 4242, /games/forest",
+        "2000-02-29 12:34:56.789 UTC",
+        "allocation callstacks, usage changes; callstacks up to 16 frames",
+        "duration   5.000 ms",
+        &format!("events     {events}"),
+        "asset streaming",
+        "2.500 ms  level loaded",
+        "frames     2",
+        "vram.local",
+        "(1 instances)",
+        "complete (end-of-log record present, no damage)",
+        "0 bytes / 3 events lost",
+        "the recorder itself lost 3 events",
+    ] {
+        assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
+    }
+    assert!(!out.contains("free callstacks"), "{out}");
+}
+
+#[test]
+fn info_json_has_the_counts() {
+    let (path, events) = write_log("json.mrl");
+    let o = cli(&["info", "--json", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["totals"]["events"], events);
+    assert_eq!(v["totals"]["blocks"], 3);
+    assert_eq!(v["header"]["start_utc"], "2000-02-29 12:34:56.789 UTC");
+    assert_eq!(v["header"]["callstacks_on_free"], false);
+    let e = &v["events"];
+    let expect = [
+        ("alloc", 2),
+        ("free", 1),
+        ("realloc", 1),
+        ("domain_alloc", 1),
+        ("domain_free", 1),
+        ("usage", 1),
+        ("context_push", 1),
+        ("context_pop", 1),
+        ("attach_push", 1),
+        ("attach_pop", 1),
+        ("label", 1),
+        ("frame_start", 2),
+        ("time", 5),
+        ("thread_info", 2),
+        ("resource", 1),
+        ("define_string", 8),
+        ("define_stack", 1),
+        ("define_context_type", 1),
+        ("define_domain", 1),
+        ("module", 1),
+        ("lost", 1),
+        ("lost_events", 3),
+    ];
+    for (k, n) in expect {
+        assert_eq!(e[k], n, "events.{k}");
+    }
+    assert_eq!(expect.iter().filter(|(k, _)| *k != "lost_events").map(|(_, n)| n).sum::<u64>(), events);
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3);
+    assert_eq!(threads[2]["name"], "asset streaming");
+    assert_eq!(threads[2]["os_tid"], 101);
+    assert_eq!(v["domains"][0]["name"], "vram.local");
+    assert_eq!(v["domains"][0]["alloc_bytes"], 65536);
+    assert_eq!(v["context_types"][0]["instances"], 1);
+    assert_eq!(v["labels"][0]["time_ns"], 2_500_000);
+    assert_eq!(v["integrity"]["complete"], true);
+    assert_eq!(v["integrity"]["events_lost"], 3);
+}
+
+fn assert_error(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    let err = stderr(o);
+    assert!(err.starts_with("replay-cli: ") && err.contains(needle), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn missing_file() {
+    let path = temp("does-not-exist.mrl");
+    assert_error(&cli(&["info", path.to_str().unwrap()]), "cannot read");
+}
+
+#[test]
+fn not_a_log() {
+    let path = temp("notes.txt");
+    std::fs::write(&path, "just some text, long enough to hold a header\n").unwrap();
+    assert_error(&cli(&["info", path.to_str().unwrap()]), "not a memreplay log");
+    let empty = temp("empty.mrl");
+    std::fs::write(&empty, "").unwrap();
+    assert_error(&cli(&["info", empty.to_str().unwrap()]), "not a memreplay log");
+}
+
+#[test]
+fn unsupported_version() {
+    let path = temp("v9.mrl");
+    std::fs::write(&path, header(9).to_bytes()).unwrap();
+    assert_error(&cli(&["info", path.to_str().unwrap()]), "version 9.0 is not supported");
+}
+
+#[test]
+fn cut_inside_the_header() {
+    let (path, _) = write_log("cut-header.mrl");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..20]).unwrap();
+    assert_error(&cli(&["info", path.to_str().unwrap()]), "cut off inside its header");
+}
+
+/// The log minus its end-of-log record and the last `extra` bytes of the last block.
+fn truncated(name: &str, extra: usize) -> (PathBuf, usize) {
+    let (path, _) = write_log(name);
+    let bytes = std::fs::read(&path).unwrap();
+    let end_at = find_last_frame(&bytes);
+    let cut = end_at - extra;
+    std::fs::write(&path, &bytes[..cut]).unwrap();
+    (path, end_at - cut)
+}
+
+/// Offset of the last block frame (the end-of-log record's).
+fn find_last_frame(bytes: &[u8]) -> usize {
+    bytes.windows(4).rposition(|w| w == b"MRLB").expect("a block frame")
+}
+
+#[test]
+fn truncated_log_still_reports_and_says_what_was_lost() {
+    let (path, lost) = truncated("cut.mrl", 7);
+    let o = cli(&["info", path.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("TRUNCATED"), "{out}");
+    assert!(out.contains("damage: log cut off at byte"), "{out}");
+    // The last block lost its tail: the whole block (its frame included) is unreadable.
+    let v: serde_json::Value =
+        serde_json::from_slice(&cli(&["info", "--json", path.to_str().unwrap()]).stdout).unwrap();
+    let bytes_lost = v["integrity"]["bytes_lost"].as_u64().unwrap();
+    assert!(bytes_lost > lost as u64, "{bytes_lost}");
+    assert!(out.contains(&format!("{bytes_lost} bytes / ")), "{out}");
+    assert_eq!(v["integrity"]["complete"], false);
+    assert_eq!(v["totals"]["duration_is_lower_bound"], true);
+    // What came before the cut is still there.
+    assert_eq!(v["threads"][1]["name"], "main");
+
+    let strict = cli(&["info", "--strict", path.to_str().unwrap()]);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(stdout(&strict).contains("TRUNCATED"));
+}
+
+#[test]
+fn log_without_end_record_is_truncated_but_loses_no_bytes() {
+    let (path, _) = truncated("no-end.mrl", 0);
+    let o = cli(&["info", path.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out.contains("TRUNCATED") && out.contains("0 bytes / 3 events lost"), "{out}");
+    assert_eq!(cli(&["info", "--strict", path.to_str().unwrap()]).status.code(), Some(1));
+}
+
+#[test]
+fn strict_passes_a_clean_log() {
+    let (path, _) = write_log("strict.mrl");
+    let o = cli(&["info", "--strict", "--json", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_command_lines_exit_2() {
+    assert_eq!(cli(&[]).status.code(), Some(2));
+    assert_eq!(cli(&["info"]).status.code(), Some(2));
+    assert_eq!(cli(&["frobnicate", "x.mrl"]).status.code(), Some(2));
+    assert_eq!(cli(&["--help"]).status.code(), Some(0));
+}
