@@ -5,22 +5,8 @@ use memreplay_format::block::{decode_events, BlockFrame, FRAME_LEN};
 use memreplay_format::varint::put_u64;
 use memreplay_format::*;
 
-fn header() -> FileHeader {
-    FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
-        flags: 0,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 8,
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        exe_path: "/bin/game".into(),
-        recorder: "compat test".into(),
-    }
-}
+mod common;
+use common::header;
 
 /// A block of `kind` around an uncompressed `payload`, with correct checksums.
 fn block(kind: u8, compression: u8, thread: u32, event_count: u32, payload: &[u8]) -> Vec<u8> {

@@ -4,22 +4,8 @@ use memreplay_format::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-fn header() -> FileHeader {
-    FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
-        flags: 0,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 8,
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        exe_path: "/bin/game".into(),
-        recorder: "order test".into(),
-    }
-}
+mod common;
+use common::header;
 
 /// Writes `blocks` (thread, events) in this file order and reads them back.
 fn write_and_read(blocks: &[(u32, Vec<Event>)]) -> Log {

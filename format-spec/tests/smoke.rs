@@ -1,21 +1,7 @@
 use memreplay_format::*;
 
-fn header() -> FileHeader {
-    FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
-        flags: header_flags::CALLSTACKS_ON_ALLOC,
-        pointer_width: 8,
-        pid: 42,
-        start_unix_ns: 1_700_000_000_000_000_000,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        exe_path: "/bin/game".into(),
-        recorder: "memreplay 0.1.0".into(),
-    }
-}
+mod common;
+use common::header;
 
 #[test]
 fn writes_and_reads_back_a_small_log() {
