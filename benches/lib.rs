@@ -1,1 +1,181 @@
-//! Benchmark helpers.
+//! Shared pieces of the memreplay benchmarks: the measured allocation pair, the criterion
+//! settings, recording sessions to temporary files and the figures they report.
+//!
+//! Every bench target is its own binary with its own `#[global_allocator]`, so this crate
+//! installs none. See `RESULTS.md` for the figures and the commands that produced them.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ::criterion::Criterion;
+
+/// Allocation sizes of the per-event benches: small objects, where the recorder's
+/// fixed cost per event shows most.
+pub const SIZES: [usize; 3] = [16, 64, 256];
+
+/// Criterion settings that keep the whole suite within a few minutes on 2 shared cores.
+/// Command-line flags (`--warm-up-time`, `--measurement-time`, ...) still override them.
+pub fn criterion() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50)
+        .configure_from_args()
+}
+
+/// One allocation and its free through the global allocator (`std::alloc::alloc`).
+/// `black_box` keeps the pair from being optimised away.
+#[inline(always)]
+pub fn global_pair(layout: Layout) {
+    unsafe {
+        let p = std::alloc::alloc(black_box(layout));
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        std::alloc::dealloc(black_box(p), layout);
+    }
+}
+
+/// One allocation and its free through `a` directly, bypassing the global allocator.
+#[inline(always)]
+pub fn direct_pair<A: GlobalAlloc>(a: &A, layout: Layout) {
+    unsafe {
+        let p = a.alloc(black_box(layout));
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        a.dealloc(black_box(p), layout);
+    }
+}
+
+/// Frames below the measured loops: a game allocates 20-40 frames deep, so a 16-frame
+/// walk fills all 16. Benchmarks run their loops this many extra calls deep.
+pub const DEPTH: usize = 24;
+
+/// Runs `f` `depth` non-inlined calls deeper than the caller, so that callstacks captured
+/// inside are at least that deep.
+#[inline(never)]
+pub fn at_depth<R>(depth: usize, f: &mut dyn FnMut() -> R) -> R {
+    if depth == 0 {
+        f()
+    } else {
+        // black_box on the result keeps the call from becoming a tail call (a jump).
+        black_box(at_depth(black_box(depth - 1), f))
+    }
+}
+
+/// A `Box<[u8; N]>` made and dropped: what typical code does.
+#[inline(always)]
+pub fn box_pair<const N: usize>() {
+    black_box(Box::new(black_box([0u8; N])));
+}
+
+pub fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).expect("valid layout")
+}
+
+/// A fresh path for a log in this process's temporary directory.
+pub fn temp_log(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memreplay-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+/// Removes this process's temporary logs.
+pub fn remove_temp_logs() {
+    let dir = std::env::temp_dir().join(format!("memreplay-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Fields of `/proc/self/status` in bytes: (VmRSS, VmHWM). Zero where unavailable.
+pub fn rss() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets the peak-RSS mark (VmHWM) to the current RSS (Linux `clear_refs`, value 5).
+/// Returns whether it worked.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Depths of the callstacks a log defines: (stacks, shortest, longest, mean frames).
+/// The frame-pointer walk only gets past the first frame or two when the binary was built
+/// with `-C force-frame-pointers=yes`, so this tells whether the callstack figures count.
+pub fn stack_depths(path: &std::path::Path) -> (usize, usize, usize, f64) {
+    let log = memreplay_format::Log::open(path).expect("the log reads back");
+    let depths: Vec<usize> = log
+        .events()
+        .filter_map(|(_, e)| match e {
+            memreplay_format::Event::DefineStack { frames, .. } => Some(frames.len()),
+            _ => None,
+        })
+        .collect();
+    let n = depths.len();
+    let min = depths.iter().copied().min().unwrap_or(0);
+    let max = depths.iter().copied().max().unwrap_or(0);
+    let mean = if n == 0 { 0.0 } else { depths.iter().sum::<usize>() as f64 / n as f64 };
+    (n, min, max, mean)
+}
+
+#[cfg(feature = "recording")]
+mod recording {
+    use std::time::Duration;
+
+    use memreplay::SessionStats;
+
+    /// What a recording session cost and wrote, as one greppable line:
+    /// `STATS <label> key=value ...`. `events` is the number of heap events the benchmark
+    /// itself made, when known (otherwise the log's event count is used).
+    pub fn print_stats(label: &str, stats: &SessionStats, wall: Duration, own_events: Option<u64>) {
+        let events = own_events.unwrap_or(stats.events).max(1);
+        let bp_per_event = stats.backpressure_ns as f64 / events as f64;
+        println!(
+            "STATS {label} wall_s={:.3} log_events={} own_events={} bytes={} bytes_per_event={:.3} \
+             blocks={} stacks={} threads={} lost={} backpressure_waits={} backpressure_ms={:.1} \
+             backpressure_ns_per_event={:.2} peak_buffer_bytes={} log_events_per_s={:.0}",
+            wall.as_secs_f64(),
+            stats.events,
+            own_events.map_or_else(|| "-".to_string(), |e| e.to_string()),
+            stats.bytes,
+            stats.bytes as f64 / events as f64,
+            stats.blocks,
+            stats.stacks,
+            stats.threads,
+            stats.lost_events,
+            stats.backpressure_waits,
+            stats.backpressure_ns as f64 / 1e6,
+            bp_per_event,
+            stats.peak_buffer_bytes,
+            stats.events as f64 / wall.as_secs_f64().max(1e-9),
+        );
+    }
+
+    /// Starts a session writing to a temporary file; panics if it cannot.
+    pub fn start(name: &str, config: impl FnOnce(memreplay::Config) -> memreplay::Config) -> std::path::PathBuf {
+        let path = super::temp_log(name);
+        let cfg = config(memreplay::Config::new(&path));
+        memreplay::start(cfg).expect("recording starts");
+        path
+    }
+
+    /// Stops the session, prints its figures and deletes the log.
+    pub fn stop(label: &str, path: &std::path::Path, wall: Duration) -> SessionStats {
+        let stats = memreplay::stop().expect("a session was recording");
+        print_stats(label, &stats, wall, None);
+        let _ = std::fs::remove_file(path);
+        stats
+    }
+}
+
+#[cfg(feature = "recording")]
+pub use recording::{print_stats, start, stop};

@@ -165,6 +165,10 @@ pub mod tag {
     pub const TIME: u8 = 0x0b;
     pub const FRAME_START: u8 = 0x0c;
     pub const LABEL: u8 = 0x0d;
+    /// `0x80 + i`: a heap free of the `i`-th most recent live allocation of the block.
+    pub const FREE_RECENT: u8 = 0x80;
+    /// `0x90 + i`: a heap allocation at the `i`-th most recently freed address of the block.
+    pub const ALLOC_REUSE: u8 = 0x90;
 
     pub const DEFINE_STRING: u8 = 0x20;
     pub const DEFINE_STACK: u8 = 0x21;
@@ -176,6 +180,8 @@ pub mod tag {
     pub const LOST: u8 = 0x27;
 }
 pub const FIRST_SIZED_TAG: u8 = 0x20;
+/// Entries of each recent-address list (SPEC.md §6.1).
+pub const RECENT: usize = 16;
 pub const LAST_SIZED_TAG: u8 = 0x7f;
 
 /// Encodes events into one block's payload with per-block delta state.
@@ -186,9 +192,73 @@ pub struct EventEncoder {
     prev_seq: u64,
     prev_addr: u64,
     prev_time: u64,
+    recent: RecentHeap,
     count: u32,
     first_seq: Option<u64>,
     last_seq: u64,
+}
+
+/// A short list of addresses, most recent first: the block-local memory that lets a free
+/// name its allocation, and an allocation its reused address, in one tag byte instead
+/// of a two-to-five-byte address delta (SPEC.md §6.1). Encoder and decoder keep it alike.
+#[derive(Debug, Default, Clone)]
+struct RecentAddrs {
+    addrs: [u64; RECENT],
+    len: usize,
+}
+
+impl RecentAddrs {
+    #[inline]
+    fn find(&self, addr: u64) -> Option<usize> {
+        self.addrs[..self.len].iter().position(|&a| a == addr)
+    }
+
+    /// Entry `i`, if there is one.
+    #[inline]
+    fn get(&self, i: usize) -> Option<u64> {
+        (i < self.len).then(|| self.addrs[i])
+    }
+
+    /// Removes the first entry equal to `addr`, if any.
+    #[inline]
+    fn remove(&mut self, addr: u64) {
+        if let Some(i) = self.find(addr) {
+            self.addrs.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+        }
+    }
+
+    /// Puts `addr` first, dropping the oldest entry if the list is full.
+    #[inline]
+    fn push(&mut self, addr: u64) {
+        let keep = self.len.min(RECENT - 1);
+        self.addrs.copy_within(0..keep, 1);
+        self.addrs[0] = addr;
+        self.len = keep + 1;
+    }
+}
+
+/// The two lists of a block: live heap allocations and freed heap addresses.
+#[derive(Debug, Default, Clone)]
+struct RecentHeap {
+    live: RecentAddrs,
+    freed: RecentAddrs,
+}
+
+impl RecentHeap {
+    /// After any heap allocation at `addr` (an `ALLOC`, `ALLOC_REUSE` or a realloc's new block).
+    #[inline]
+    fn allocated(&mut self, addr: u64) {
+        self.freed.remove(addr);
+        self.live.push(addr);
+    }
+
+    /// After any heap free of `addr` (a `FREE`, `FREE_RECENT` or a realloc's old block).
+    #[inline]
+    fn freed(&mut self, addr: u64) {
+        self.live.remove(addr);
+        self.freed.push(addr);
+    }
 }
 
 #[inline]
@@ -233,6 +303,7 @@ impl EventEncoder {
         self.prev_seq = 0;
         self.prev_addr = 0;
         self.prev_time = 0;
+        self.recent = RecentHeap::default();
         self.count = 0;
         self.first_seq = None;
         self.last_seq = 0;
@@ -263,28 +334,50 @@ impl EventEncoder {
         match *event {
             Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
                 if domain == HEAP_DOMAIN {
-                    self.buf.push(tag::ALLOC);
-                    self.seq(seq);
+                    match self.recent.freed.find(addr) {
+                        Some(i) => {
+                            self.buf.push(tag::ALLOC_REUSE + i as u8);
+                            self.seq(seq);
+                            self.prev_addr = addr;
+                        }
+                        None => {
+                            self.buf.push(tag::ALLOC);
+                            self.seq(seq);
+                            self.addr(addr);
+                        }
+                    }
+                    self.recent.allocated(addr);
                 } else {
                     self.buf.push(tag::DOMAIN_ALLOC);
                     self.seq(seq);
                     put_u64(&mut self.buf, u64::from(domain));
+                    self.addr(addr);
                 }
-                self.addr(addr);
                 put_u64(&mut self.buf, size);
                 put_u64(&mut self.buf, u64::from(stack));
                 self.buf.push(align_log2);
             }
             Event::Free { seq, domain, addr, stack } => {
                 if domain == HEAP_DOMAIN {
-                    self.buf.push(tag::FREE);
-                    self.seq(seq);
+                    match self.recent.live.find(addr) {
+                        Some(i) => {
+                            self.buf.push(tag::FREE_RECENT + i as u8);
+                            self.seq(seq);
+                            self.prev_addr = addr;
+                        }
+                        None => {
+                            self.buf.push(tag::FREE);
+                            self.seq(seq);
+                            self.addr(addr);
+                        }
+                    }
+                    self.recent.freed(addr);
                 } else {
                     self.buf.push(tag::DOMAIN_FREE);
                     self.seq(seq);
                     put_u64(&mut self.buf, u64::from(domain));
+                    self.addr(addr);
                 }
-                self.addr(addr);
                 put_u64(&mut self.buf, u64::from(stack));
             }
             Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack } => {
@@ -293,6 +386,8 @@ impl EventEncoder {
                 self.seq(seq);
                 self.addr(old_addr);
                 self.addr(new_addr);
+                self.recent.freed(old_addr);
+                self.recent.allocated(new_addr);
                 put_u64(&mut self.buf, new_size);
                 put_u64(&mut self.buf, u64::from(stack));
                 self.buf.push(align_log2);
@@ -538,7 +633,14 @@ pub fn unpack_payload(frame: &BlockFrame, stored: &[u8]) -> Result<Vec<u8>, Bloc
 
 /// Decodes a decompressed payload into its events, in order.
 pub fn decode_events(payload: &[u8]) -> EventDecoder<'_> {
-    EventDecoder { c: Cursor::new(payload), prev_seq: 0, prev_addr: 0, prev_time: 0, failed: false }
+    EventDecoder {
+        c: Cursor::new(payload),
+        prev_seq: 0,
+        prev_addr: 0,
+        prev_time: 0,
+        recent: RecentHeap::default(),
+        failed: false,
+    }
 }
 
 /// Iterator over a payload's events; stops after the first error.
@@ -548,8 +650,14 @@ pub struct EventDecoder<'a> {
     prev_seq: u64,
     prev_addr: u64,
     prev_time: u64,
+    recent: RecentHeap,
     failed: bool,
 }
+
+const RECENT_LAST: u8 = tag::FREE_RECENT + RECENT as u8 - 1;
+const REUSE_LAST: u8 = tag::ALLOC_REUSE + RECENT as u8 - 1;
+/// A recent-address index past the list's length: the payload is malformed.
+const NO_SUCH_RECENT: CursorError = CursorError::Overlong;
 
 impl<'a> EventDecoder<'a> {
     fn seq(&mut self) -> Result<u64, CursorError> {
@@ -565,20 +673,40 @@ impl<'a> EventDecoder<'a> {
     fn next_event(&mut self) -> Result<Event, (&'static str, CursorError)> {
         let t = self.c.u8().map_err(|e| ("tag", e))?;
         let ev = match t {
-            tag::ALLOC | tag::DOMAIN_ALLOC => (|| {
+            tag::ALLOC | tag::DOMAIN_ALLOC | tag::ALLOC_REUSE..=REUSE_LAST => (|| {
                 let seq = self.seq()?;
-                let domain = if t == tag::ALLOC { HEAP_DOMAIN } else { self.c.u32()? };
-                let addr = self.addr()?;
+                let (domain, addr) = match t {
+                    tag::ALLOC => (HEAP_DOMAIN, self.addr()?),
+                    tag::DOMAIN_ALLOC => (self.c.u32()?, self.addr()?),
+                    _ => {
+                        let addr = self.recent.freed.get(usize::from(t - tag::ALLOC_REUSE)).ok_or(NO_SUCH_RECENT)?;
+                        self.prev_addr = addr;
+                        (HEAP_DOMAIN, addr)
+                    }
+                };
+                if domain == HEAP_DOMAIN {
+                    self.recent.allocated(addr);
+                }
                 let size = self.c.u64()?;
                 let stack = self.c.u32()?;
                 let align_log2 = self.c.u8()?;
                 Ok(Event::Alloc { seq, domain, addr, size, align_log2, stack })
             })()
             .map_err(|e| ("alloc", e))?,
-            tag::FREE | tag::DOMAIN_FREE => (|| {
+            tag::FREE | tag::DOMAIN_FREE | tag::FREE_RECENT..=RECENT_LAST => (|| {
                 let seq = self.seq()?;
-                let domain = if t == tag::FREE { HEAP_DOMAIN } else { self.c.u32()? };
-                let addr = self.addr()?;
+                let (domain, addr) = match t {
+                    tag::FREE => (HEAP_DOMAIN, self.addr()?),
+                    tag::DOMAIN_FREE => (self.c.u32()?, self.addr()?),
+                    _ => {
+                        let addr = self.recent.live.get(usize::from(t - tag::FREE_RECENT)).ok_or(NO_SUCH_RECENT)?;
+                        self.prev_addr = addr;
+                        (HEAP_DOMAIN, addr)
+                    }
+                };
+                if domain == HEAP_DOMAIN {
+                    self.recent.freed(addr);
+                }
                 let stack = self.c.u32()?;
                 Ok(Event::Free { seq, domain, addr, stack })
             })()
@@ -588,6 +716,8 @@ impl<'a> EventDecoder<'a> {
                 let seq = self.seq()?;
                 let old_addr = self.addr()?;
                 let new_addr = self.addr()?;
+                self.recent.freed(old_addr);
+                self.recent.allocated(new_addr);
                 let new_size = self.c.u64()?;
                 let stack = self.c.u32()?;
                 let align_log2 = self.c.u8()?;

@@ -152,8 +152,20 @@ fn truncated_known_sized_records_are_malformed() {
 }
 
 #[test]
+fn recent_address_tags_past_their_list_are_malformed() {
+    // After ALLOC the live list holds one address and the freed list none.
+    for t in [0x81u8, 0x8f, 0x90, 0x9f] {
+        let mut payload = ALLOC.to_vec();
+        payload.extend_from_slice(&[t, 2, 0, 0, 0]);
+        let got: Vec<_> = decode_events(&payload).collect();
+        assert_eq!(got.len(), 2, "tag {t:#04x}");
+        assert!(matches!(got[1], Err(BlockError::Malformed { offset, .. }) if offset == ALLOC.len()), "{got:?}");
+    }
+}
+
+#[test]
 fn invalid_compact_tags_make_the_block_malformed() {
-    let invalid = std::iter::once(0x00u8).chain(0x0e..=0x1f).chain(0x80..=0xff);
+    let invalid = std::iter::once(0x00u8).chain(0x0e..=0x1f).chain(0xa0..=0xff);
     for t in invalid {
         let mut payload = ALLOC.to_vec();
         payload.push(t);

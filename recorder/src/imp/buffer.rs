@@ -120,10 +120,18 @@ impl BufferPool {
     fn allocate(&self) -> BufPtr {
         let n = self.allocated.fetch_add(1, Ordering::Relaxed) + 1;
         self.peak.fetch_max(n, Ordering::Relaxed);
-        // SAFETY: non-zero-sized layout; zeroed memory is a valid Buffer.
-        let p = unsafe { System.alloc_zeroed(layout()) } as *mut Buffer;
+        // SAFETY: non-zero-sized layout. Only the header is initialised: the data area is
+        // written before it is published and never read before that.
+        let p = unsafe { System.alloc(layout()) } as *mut Buffer;
         if p.is_null() {
             std::alloc::handle_alloc_error(layout());
+        }
+        unsafe {
+            std::ptr::addr_of_mut!((*p).published).write(AtomicUsize::new(0));
+            std::ptr::addr_of_mut!((*p).index).write(0);
+            std::ptr::addr_of_mut!((*p).thread).write(0);
+            std::ptr::addr_of_mut!((*p).last).write(false);
+            std::ptr::addr_of_mut!((*p).consumed).write(0);
         }
         BufPtr(p)
     }

@@ -169,12 +169,11 @@ impl<'a> RecordReader<'a> {
         // Names are written from &str and cut on character boundaries.
         std::str::from_utf8(s).unwrap_or("<invalid utf-8>")
     }
-    /// `n` callstack frames.
-    pub fn frames(&mut self, n: usize, out: &mut Vec<u64>) {
-        out.clear();
-        for _ in 0..n {
-            out.push(self.u64());
-        }
+    /// The next `n` bytes as they are.
+    pub fn raw(&mut self, n: usize) -> &'a [u8] {
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        s
     }
 }
 

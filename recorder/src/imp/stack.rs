@@ -3,16 +3,17 @@
 
 use crate::config::StackCapture;
 
-/// Captures up to `max` return addresses of the caller into `out`; returns how many.
+/// Captures up to `max` return addresses of the caller into `out`, leaving out the
+/// innermost `skip`; returns how many.
 ///
 /// # Safety
 /// `out` (any alignment) must have room for `max` addresses. `lo..hi` are the calling thread's stack
 /// bounds ((0, 0) when unknown: the frame-pointer walk then records nothing).
 #[inline(always)]
-pub(crate) unsafe fn capture(how: StackCapture, out: *mut u64, max: usize, lo: usize, hi: usize) -> usize {
+pub(crate) unsafe fn capture(how: StackCapture, out: *mut u64, max: usize, skip: usize, lo: usize, hi: usize) -> usize {
     match how {
-        StackCapture::FramePointers => unsafe { walk_frame_pointers(out, max, lo, hi) },
-        StackCapture::Unwinder => unsafe { unwind(out, max) },
+        StackCapture::FramePointers => unsafe { walk_frame_pointers(out, max, skip, lo, hi) },
+        StackCapture::Unwinder => unsafe { unwind(out, max, skip) },
     }
 }
 
@@ -21,7 +22,7 @@ pub(crate) unsafe fn capture(how: StackCapture, out: *mut u64, max: usize, lo: u
 /// move up the stack, so a frame without a frame pointer ends the walk instead of
 /// reading wild memory.
 #[inline(always)]
-unsafe fn walk_frame_pointers(out: *mut u64, max: usize, lo: usize, hi: usize) -> usize {
+unsafe fn walk_frame_pointers(out: *mut u64, max: usize, mut skip: usize, lo: usize, hi: usize) -> usize {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         let mut fp: usize;
@@ -41,8 +42,12 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, lo: usize, hi: usize) -
             if ret == 0 {
                 break;
             }
-            unsafe { out.add(n).write_unaligned(ret as u64) };
-            n += 1;
+            if skip > 0 {
+                skip -= 1;
+            } else {
+                unsafe { out.add(n).write_unaligned(ret as u64) };
+                n += 1;
+            }
             if next <= fp {
                 break;
             }
@@ -53,7 +58,7 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, lo: usize, hi: usize) -
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (lo, hi);
-        unsafe { unwind(out, max) }
+        unsafe { unwind(out, max, skip) }
     }
 }
 
@@ -106,17 +111,17 @@ mod unwinder {
 
 /// Asks the platform unwinder for the stack (slower; correct without frame pointers).
 #[inline(never)]
-unsafe fn unwind(out: *mut u64, max: usize) -> usize {
+unsafe fn unwind(out: *mut u64, max: usize, skip: usize) -> usize {
     #[cfg(unix)]
     {
-        // Skip this function's own frame.
-        let mut st = unwinder::State { out, max, n: 0, skip: 1 };
+        // Skip this function's own frame too.
+        let mut st = unwinder::State { out, max, n: 0, skip: skip + 1 };
         unsafe { unwinder::_Unwind_Backtrace(unwinder::step, &mut st as *mut _ as *mut std::ffi::c_void) };
         st.n
     }
     #[cfg(not(unix))]
     {
-        let _ = (out, max);
+        let _ = (out, max, skip);
         0
     }
 }

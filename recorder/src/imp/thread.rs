@@ -90,25 +90,29 @@ fn with_state(f: impl FnOnce(&mut ThreadState, &Session)) {
     if s.is_null() {
         return;
     }
-    LOCAL.with(|l| {
-        if l.busy.get() {
-            return;
-        }
-        l.busy.set(true);
-        let mut st = l.state.get();
-        // SAFETY: sessions are never freed.
-        let session = unsafe { &*s };
-        if st == EXITED {
-            with_exiting_stream(session, f);
-        } else {
-            if st.is_null() || !ptr::eq(unsafe { (*st).session }, s) {
-                st = register(session);
-                l.state.set(st);
-            }
-            f(unsafe { &mut *st }, session);
-        }
-        l.busy.set(false);
-    })
+    // A reference out of `with` keeps this inlined: `Local` is const-initialised and has
+    // no destructor, so its storage lives as long as the thread.
+    let l: &Local = unsafe { &*LOCAL.with(|l| l as *const Local) };
+    if l.busy.get() {
+        return;
+    }
+    l.busy.set(true);
+    let mut st = l.state.get();
+    // SAFETY: sessions are never freed.
+    let session = unsafe { &*s };
+    // One call site of `f`, so that it is inlined.
+    let exiting = st == EXITED;
+    if exiting {
+        st = lock_exiting_stream(session);
+    } else if st.is_null() || !ptr::eq(unsafe { (*st).session }, s) {
+        st = register(session);
+        l.state.set(st);
+    }
+    f(unsafe { &mut *st }, session);
+    if exiting {
+        EXITING_LOCK.store(false, Ordering::Release);
+    }
+    l.busy.set(false);
 }
 
 #[cold]
@@ -138,14 +142,17 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
     st
 }
 
-/// The shared stream of threads whose own state is gone (events made by thread-local
-/// destructors after ours ran). Rare, so a spin lock guards it.
-fn with_exiting_stream(session: &'static Session, f: impl FnOnce(&mut ThreadState, &Session)) {
-    use std::sync::atomic::{AtomicBool, AtomicPtr};
-    static LOCK: AtomicBool = AtomicBool::new(false);
+/// Guards the shared stream of threads whose own state is gone (events made by
+/// thread-local destructors after ours ran). Rare, so a spin lock is enough.
+static EXITING_LOCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Takes `EXITING_LOCK` and returns the shared stream's state; the caller unlocks.
+#[cold]
+fn lock_exiting_stream(session: &'static Session) -> *mut ThreadState {
+    use std::sync::atomic::AtomicPtr;
     static STATE: AtomicPtr<ThreadState> = AtomicPtr::new(ptr::null_mut());
     let backoff = crossbeam_utils::Backoff::new();
-    while LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+    while EXITING_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         backoff.snooze();
     }
     let mut st = STATE.load(Ordering::Relaxed);
@@ -161,8 +168,7 @@ fn with_exiting_stream(session: &'static Session, f: impl FnOnce(&mut ThreadStat
         (*st).stack_lo = lo;
         (*st).stack_hi = hi;
     }
-    f(unsafe { &mut *st }, session);
-    LOCK.store(false, Ordering::Release);
+    st
 }
 
 /// Hands a buffer to the writer. The channel has room for every buffer that can exist,
@@ -251,12 +257,13 @@ impl ThreadState {
     }
 
     /// Appends `n` frames of the caller's stack after the record's fixed part.
+    /// `skip`: frames of the caller to leave out (the allocator shim that called a hook).
     #[inline(always)]
-    fn stack(&self, session: &Session, w: &mut RecordWriter, on: bool) {
+    fn stack(&self, session: &Session, w: &mut RecordWriter, on: bool, skip: usize) {
         let f = &session.flags;
         let n = if on {
             unsafe {
-                stack::capture(f.capture, w.ptr.add(w.len + 1) as *mut u64, f.depth, self.stack_lo, self.stack_hi)
+                stack::capture(f.capture, w.ptr.add(w.len + 1) as *mut u64, f.depth, skip, self.stack_lo, self.stack_hi)
             }
         } else {
             0
@@ -276,6 +283,17 @@ pub(crate) fn on_alloc(p: *mut u8, layout: Layout) {
     if session().is_null() {
         return maybe_auto_start();
     }
+    record_alloc(p, layout);
+}
+
+/// Frames between a heap hook's stack walk and the code that allocated: the return into
+/// the allocator shim (`__rust_alloc` and friends) that called `record_*`.
+const SHIM_FRAMES: usize = 1;
+
+/// Out of line, so that the hook is a load and a branch when nothing records, and so that
+/// the stack walk starts at a known depth.
+#[inline(never)]
+fn record_alloc(p: *mut u8, layout: Layout) {
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 + 8 + 8 + 1 + max_stack_bytes(s));
@@ -284,7 +302,7 @@ pub(crate) fn on_alloc(p: *mut u8, layout: Layout) {
         w.u64(p as u64);
         w.u64(layout.size() as u64);
         w.u8(layout.align().trailing_zeros() as u8);
-        st.stack(s, &mut w, s.flags.stacks_on_alloc);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc, SHIM_FRAMES);
         st.commit(w);
         st.count_event(s);
     });
@@ -312,13 +330,20 @@ fn maybe_auto_start() {
 
 #[inline(always)]
 pub(crate) fn on_free(p: *mut u8) {
+    if !session().is_null() {
+        record_free(p);
+    }
+}
+
+#[inline(never)]
+fn record_free(p: *mut u8) {
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 + 8 + max_stack_bytes(s));
         w.u8(record::FREE);
         w.u64(seq);
         w.u64(p as u64);
-        st.stack(s, &mut w, s.flags.stacks_on_free);
+        st.stack(s, &mut w, s.flags.stacks_on_free, SHIM_FRAMES);
         st.commit(w);
         st.count_event(s);
     });
@@ -341,6 +366,11 @@ pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usiz
         // (the old block's free was not numbered, so it cannot be placed exactly).
         return on_alloc(new, unsafe { Layout::from_size_align_unchecked(new_size, align) });
     }
+    record_realloc(free_seq, old, new, align, new_size);
+}
+
+#[inline(never)]
+fn record_realloc(free_seq: u64, old: *mut u8, new: *mut u8, align: usize, new_size: usize) {
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 * 5 + 1 + max_stack_bytes(s));
@@ -351,7 +381,7 @@ pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usiz
         w.u64(new as u64);
         w.u64(new_size as u64);
         w.u8(align.trailing_zeros() as u8);
-        st.stack(s, &mut w, s.flags.stacks_on_alloc);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc, SHIM_FRAMES);
         st.commit(w);
         st.count_event(s);
     });
@@ -453,7 +483,7 @@ pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resour
         w.u64(addr);
         w.u64(size);
         w.u8(align.max(1).trailing_zeros() as u8);
-        st.stack(s, &mut w, s.flags.stacks_on_alloc);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc, 0);
         st.commit(w);
         if let Some(r) = resource {
             let mut w = st.reserve(1 + 4 + 8 + 1 + 16 + 2 * NAME_FIELD);
@@ -481,7 +511,7 @@ pub(crate) fn domain_free(domain: u32, addr: u64) {
         w.u64(seq);
         w.u32(domain);
         w.u64(addr);
-        st.stack(s, &mut w, s.flags.stacks_on_free);
+        st.stack(s, &mut w, s.flags.stacks_on_free, 0);
         st.commit(w);
         st.count_event(s);
     });

@@ -77,10 +77,13 @@ struct FxHasher(u64);
 
 impl Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut a = [0u8; 8];
-            a[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(a));
+        // Whole words without a variable-length copy (callstacks are all whole words).
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.write_u64(u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+        }
+        for &b in words.remainder() {
+            self.write_u64(u64::from(b));
         }
     }
     #[inline]
@@ -112,13 +115,15 @@ struct Writer {
     session: &'static Session,
     log: LogWriter<BufWriter<File>>,
     path: PathBuf,
-    streams: HashMap<u32, Stream>,
+    /// Streams by thread id (ids are dense, from 0); `None` once a thread has exited.
+    streams: Vec<Option<Stream>>,
     strings: HashMap<Box<str>, u32>,
-    stacks: FxMap<Box<[u64]>, u32>,
+    /// Callstacks by their raw frames as recorded (little-endian words): a hit costs one
+    /// hash and one compare, and nothing is copied unless the stack is new.
+    stacks: FxMap<Box<[u8]>, u32>,
     context_types: HashMap<&'static str, u32>,
     domains_written: u32,
     modules: HashSet<(u64, String)>,
-    frames: Vec<u64>,
     /// Events dropped because the file could not be written, not yet reported in the log.
     unreported_lost: u64,
     lost_events: u64,
@@ -134,13 +139,12 @@ pub(crate) fn run(
         session,
         log: out.log,
         path: out.path,
-        streams: HashMap::new(),
+        streams: Vec::new(),
         strings: HashMap::new(),
         stacks: FxMap::default(),
         context_types: HashMap::new(),
         domains_written: 0,
         modules: HashSet::new(),
-        frames: Vec::with_capacity(64),
         unreported_lost: 0,
         lost_events: 0,
     };
@@ -233,12 +237,14 @@ impl Writer {
         // SAFETY: the owner gave the buffer up; only this thread touches it now.
         let (thread, index, last, len) =
             unsafe { ((*b.0).thread, (*b.0).index, (*b.0).last, (*b.0).published.load(Ordering::Acquire)) };
-        let stream = self.streams.entry(thread).or_default();
+        let stream = self.stream(thread);
         debug_assert_eq!(stream.expected_index, index, "a thread's buffers arrive in order");
         stream.expected_index = index + 1;
         self.consume(b, len);
         if last {
             self.write_stream(thread);
+            // The thread is gone: free its encoder.
+            self.streams[thread as usize] = None;
             self.session.slots.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| s.thread != thread);
         }
         self.session.pool.give(b);
@@ -255,7 +261,7 @@ impl Writer {
             // SAFETY: a buffer in a slot is owned by its thread and only returned to the
             // pool by this thread, after it arrives through the channel.
             let (index, published) = unsafe { ((*cur).index, (*cur).published.load(Ordering::Acquire)) };
-            let expected = self.streams.entry(slot.thread).or_default().expected_index;
+            let expected = self.stream(slot.thread).expected_index;
             // A buffer whose predecessor is still in the channel waits for its turn.
             if index == expected {
                 self.consume(BufPtr(cur), published);
@@ -339,7 +345,7 @@ impl Writer {
             record::ATTACH_POP => Event::AttachPop,
             record::TIME => {
                 let ns = r.u64();
-                self.streams.entry(thread).or_default().last_time = ns;
+                self.stream(thread).last_time = ns;
                 Event::Time { ns }
             }
             record::FRAME => Event::FrameStart { seq: r.u64(), frame: r.u64() },
@@ -366,9 +372,19 @@ impl Writer {
         self.emit(thread, &event);
     }
 
+    /// The stream of `thread`, created on first use.
+    #[inline]
+    fn stream(&mut self, thread: u32) -> &mut Stream {
+        let i = thread as usize;
+        if i >= self.streams.len() {
+            self.streams.resize_with(i + 1, || None);
+        }
+        self.streams[i].get_or_insert_with(Stream::default)
+    }
+
     /// Appends an event to its thread's stream; each block starts by restating the time.
     fn emit(&mut self, thread: u32, event: &Event) {
-        let stream = self.streams.entry(thread).or_default();
+        let stream = self.stream(thread);
         if stream.enc.is_empty() && !matches!(event, Event::Time { .. }) {
             let ns = stream.last_time;
             stream.enc.push(&Event::Time { ns });
@@ -380,7 +396,7 @@ impl Writer {
     }
 
     fn write_stream(&mut self, thread: u32) {
-        let Some(stream) = self.streams.get_mut(&thread) else { return };
+        let Some(Some(stream)) = self.streams.get_mut(thread as usize) else { return };
         if stream.enc.is_empty() {
             return;
         }
@@ -398,8 +414,7 @@ impl Writer {
     }
 
     fn write_all_streams(&mut self) {
-        let threads: Vec<u32> = self.streams.keys().copied().collect();
-        for t in threads {
+        for t in 0..self.streams.len() as u32 {
             self.write_stream(t);
         }
     }
@@ -420,13 +435,14 @@ impl Writer {
         if n == 0 {
             return 0;
         }
-        r.frames(n, &mut self.frames);
-        if let Some(&id) = self.stacks.get(self.frames.as_slice()) {
+        let raw = r.raw(8 * n);
+        if let Some(&id) = self.stacks.get(raw) {
             return id;
         }
         let id = self.stacks.len() as u32 + 1;
-        self.stacks.insert(self.frames.clone().into_boxed_slice(), id);
-        let frames = self.frames.clone();
+        self.stacks.insert(raw.into(), id);
+        let frames =
+            raw.chunks_exact(8).map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])).collect();
         self.emit(thread, &Event::DefineStack { id, frames });
         id
     }

@@ -1,0 +1,377 @@
+//! Not a timing bench: records an allocation-heavy workload and prints what the log costs
+//! on disk, how fast the writer keeps up, and how much memory the recorder holds.
+//!
+//! The workload makes 1 M heap events (allocations + frees) from eight call sites with a
+//! game-like size distribution (mostly 16-256 bytes, a tail up to 256 KiB) and a mix of
+//! lifetimes: LIFO temporaries, FIFO queues and long-lived objects freed at random.
+//! It runs `DEPTH` (24) calls deep, so 16-frame callstacks are full. It runs once without
+//! recording (the baseline: time and memory of the workload itself), then recording with
+//! 16-frame callstacks (the configuration of the ≤ 4 bytes/event target), without
+//! callstacks, and with free callstacks too. Then a saturation run: a tight loop of
+//! 64-byte pairs as fast as possible (4 M events), where the writer is the bottleneck.
+//! Each run is a fresh child process (this binary with `--child NAME`), so that peak RSS
+//! (VmHWM) minus the not-recording run's is the recorder's own memory.
+//!
+//! `RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p memreplay-benches --bench log_size`
+//! (`-- --events N` changes the workload size; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
+
+use std::alloc::{Layout, System};
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use memreplay::Config;
+use memreplay_benches::{at_depth, global_pair, layout, reset_peak_rss, rss, stack_depths, temp_log, DEPTH};
+
+#[global_allocator]
+static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
+
+/// xorshift64*: deterministic, allocation-free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A game-like size: 55% 16-64 B, 27% 64-256 B, 12% 256 B-4 KiB, 5% 4-64 KiB, 1% 64-256 KiB.
+fn size(rng: &mut Rng) -> usize {
+    let r = rng.below(100);
+    let (lo, hi) = match r {
+        0..=54 => (16, 64),
+        55..=81 => (64, 256),
+        82..=93 => (256, 4096),
+        94..=98 => (4096, 65536),
+        _ => (65536, 262_144),
+    };
+    // Round to 8 like most objects are.
+    ((lo + rng.below(hi - lo)) as usize + 7) & !7
+}
+
+type Obj = (*mut u8, Layout);
+
+#[inline(never)]
+fn alloc_at(size: usize) -> Obj {
+    let l = layout(size);
+    let p = unsafe { std::alloc::alloc(l) };
+    assert!(!p.is_null());
+    (black_box(p), l)
+}
+
+// Eight call sites (distinct return addresses, two of them one level deeper).
+macro_rules! site {
+    ($name:ident) => {
+        #[inline(never)]
+        fn $name(rng: &mut Rng) -> Obj {
+            black_box(alloc_at(size(rng)))
+        }
+    };
+}
+site!(site_string);
+site!(site_vec);
+site!(site_node);
+site!(site_event);
+site!(site_mesh);
+site!(site_script);
+#[inline(never)]
+fn site_deep_a(rng: &mut Rng) -> Obj {
+    black_box(site_node(rng))
+}
+#[inline(never)]
+fn site_deep_b(rng: &mut Rng) -> Obj {
+    black_box(site_string(rng))
+}
+
+#[inline(never)]
+fn free(o: Obj) {
+    unsafe { std::alloc::dealloc(o.0, o.1) }
+}
+
+/// Makes `events` heap events (allocations + frees, the frees of what is left at the end
+/// included). Returns the number made.
+#[inline(never)]
+fn workload(events: u64) -> u64 {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Reserved up front: the containers themselves do not allocate while we count.
+    let mut lifo: Vec<Obj> = Vec::with_capacity(4096);
+    let mut fifo: VecDeque<Obj> = VecDeque::with_capacity(4096);
+    let mut long: Vec<Obj> = Vec::with_capacity(20_000);
+    let mut made = 0u64;
+    let sites: [fn(&mut Rng) -> Obj; 8] =
+        [site_string, site_vec, site_node, site_event, site_mesh, site_script, site_deep_a, site_deep_b];
+    let live = |lifo: &Vec<Obj>, fifo: &VecDeque<Obj>, long: &Vec<Obj>| (lifo.len() + fifo.len() + long.len()) as u64;
+    while made + live(&lifo, &fifo, &long) < events {
+        let r = rng.below(100);
+        if r < 50 {
+            // A burst of temporaries freed in reverse order.
+            let n = 1 + rng.below(8) as usize;
+            for _ in 0..n.min(lifo.capacity() - lifo.len()) {
+                lifo.push(sites[rng.below(4) as usize](&mut rng));
+                made += 1;
+            }
+            while lifo.len() > rng.below(4) as usize {
+                free(lifo.pop().expect("nonempty"));
+                made += 1;
+            }
+        } else if r < 85 {
+            // Messages through a queue: freed oldest first.
+            if fifo.len() < 4000 {
+                fifo.push_back(sites[3 + rng.below(3) as usize](&mut rng));
+                made += 1;
+            }
+            if fifo.len() > 64 + rng.below(512) as usize {
+                free(fifo.pop_front().expect("nonempty"));
+                made += 1;
+            }
+        } else {
+            // Long-lived objects, freed at random.
+            if long.len() < long.capacity() {
+                long.push(sites[rng.below(8) as usize](&mut rng));
+                made += 1;
+            }
+            if long.len() > 8000 {
+                let i = rng.below(long.len() as u64) as usize;
+                free(long.swap_remove(i));
+                made += 1;
+            }
+        }
+    }
+    for o in lifo.drain(..).chain(fifo.drain(..)).chain(long.drain(..)) {
+        free(o);
+        made += 1;
+    }
+    made
+}
+
+#[inline(never)]
+fn tight_pairs(pairs: u64) -> u64 {
+    let l = layout(64);
+    for _ in 0..pairs {
+        global_pair(l);
+    }
+    2 * pairs
+}
+
+/// CPU time of the whole process and of the calling thread, from /proc (10 ms ticks).
+fn cpu_times() -> (Duration, Duration) {
+    fn ticks(path: &str) -> u64 {
+        let s = std::fs::read_to_string(path).unwrap_or_default();
+        // Fields after the ")" of the command name: state is field 3; utime 14, stime 15.
+        let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let get = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        get(14) + get(15)
+    }
+    let tick = Duration::from_millis(10); // USER_HZ = 100 on Linux
+    (tick * ticks("/proc/self/stat") as u32, tick * ticks("/proc/thread-self/stat") as u32)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+/// One configuration, run in a fresh child process so that its peak RSS is its own.
+struct Setup {
+    name: &'static str,
+    /// None: not recording (the baseline).
+    config: Option<fn(Config) -> Config>,
+    work: fn(u64) -> u64,
+}
+
+fn stacks16(c: Config) -> Config {
+    c.callstacks(true).max_stack_depth(16).usage_changes(false)
+}
+fn nostack(c: Config) -> Config {
+    c.callstacks(false).usage_changes(false)
+}
+fn stacks16_free(c: Config) -> Config {
+    stacks16(c).free_callstacks(true)
+}
+fn tight(n: u64) -> u64 {
+    tight_pairs(n / 2)
+}
+
+const SETUPS: [Setup; 7] = [
+    Setup { name: "workload_baseline", config: None, work: workload },
+    Setup { name: "workload_stack16", config: Some(stacks16), work: workload },
+    Setup { name: "workload_nostack", config: Some(nostack), work: workload },
+    Setup { name: "workload_stack16_free", config: Some(stacks16_free), work: workload },
+    Setup { name: "saturation_baseline", config: None, work: tight },
+    Setup { name: "saturation_stack16", config: Some(stacks16), work: tight },
+    Setup { name: "saturation_nostack", config: Some(nostack), work: tight },
+];
+
+/// The child's side: runs one setup and prints its figures as `key=value` on one line.
+fn child(setup: &Setup, events: u64) {
+    let path = temp_log(&format!("{}.mrl", setup.name));
+    let peak_reset = reset_peak_rss();
+    let (rss0, _) = rss();
+    let (cpu0, main0) = cpu_times();
+    if let Some(cfg) = setup.config {
+        memreplay::start(cfg(Config::new(&path))).expect("recording starts");
+    }
+    let t = Instant::now();
+    // The workload runs DEPTH calls deep, as a game's allocations do.
+    let made = at_depth(DEPTH, &mut || (setup.work)(events));
+    let t_loop = t.elapsed();
+    let stats = setup.config.map(|_| memreplay::stop().expect("recording"));
+    let t_stop = t.elapsed();
+    let (cpu1, main1) = cpu_times();
+    let (_, hwm) = rss();
+    let writer_cpu = (cpu1 - cpu0).saturating_sub(main1 - main0);
+    let mut line = format!(
+        "made={made} loop_ns={} stop_ns={} writer_cpu_ns={} peak_rss_delta={} peak_reset={peak_reset}",
+        t_loop.as_nanos(),
+        t_stop.as_nanos(),
+        writer_cpu.as_nanos(),
+        hwm.saturating_sub(rss0)
+    );
+    if let Some(stats) = stats {
+        let (stacks, dmin, dmax, dmean) = stack_depths(&path);
+        let file = std::fs::metadata(&path).map_or(0, |m| m.len());
+        line += &format!(
+            " file={file} log_events={} stacks={stacks} depth_min={dmin} depth_max={dmax} depth_mean={dmean:.1} \
+             bp_waits={} bp_ns={} peak_buffer={} lost={}",
+            stats.events, stats.backpressure_waits, stats.backpressure_ns, stats.peak_buffer_bytes, stats.lost_events
+        );
+    }
+    println!("CHILD {line}");
+    // MEMREPLAY_BENCH_KEEP=DIR keeps the logs, e.g. to inspect them with replay-cli.
+    if let Some(dir) = std::env::var_os("MEMREPLAY_BENCH_KEEP") {
+        let _ = std::fs::copy(&path, std::path::Path::new(&dir).join(format!("{}.mrl", setup.name)));
+    }
+    let _ = std::fs::remove_file(path);
+}
+
+/// Runs a setup in a child process and parses its figures.
+fn spawn(setup: &Setup, events: u64) -> std::collections::HashMap<String, String> {
+    let out = std::process::Command::new(std::env::current_exe().expect("own path"))
+        .args(["--child", setup.name, "--events", &events.to_string()])
+        .output()
+        .expect("child runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child {} failed: {text}{}", setup.name, String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find_map(|l| l.strip_prefix("CHILD ")).expect("child figures");
+    line.split_whitespace().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std::collections::HashMap<String, String>) {
+    let f = |m: &std::collections::HashMap<String, String>, k: &str| {
+        m.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    let made = f(r, "made");
+    let file = f(r, "file");
+    let loop_ns = f(r, "loop_ns");
+    let stop_ns = f(r, "stop_ns");
+    let writer = f(r, "writer_cpu_ns");
+    let rec_mem = f(r, "peak_rss_delta") - f(base, "peak_rss_delta");
+    println!("== {name}");
+    println!(
+        "  heap events made          {made}   (log events incl. metadata/time/definitions: {})",
+        f(r, "log_events")
+    );
+    println!("  log size                  {file} bytes = {:.3} bytes/event", file / made);
+    println!(
+        "  callstacks interned       {} (frames min {} max {} mean {})",
+        f(r, "stacks"),
+        f(r, "depth_min"),
+        f(r, "depth_max"),
+        f(r, "depth_mean")
+    );
+    println!(
+        "  workload loop             {:.1} ms = {:.1} ns/event (not recording: {:.1} ns/event)",
+        loop_ns / 1e6,
+        loop_ns / made,
+        f(base, "loop_ns") / made
+    );
+    println!(
+        "  start..stop returned      {:.1} ms = {:.2} M events/s recorded, encoded, compressed and written (drain after the loop {:.1} ms)",
+        stop_ns / 1e6,
+        made / stop_ns * 1e3,
+        (stop_ns - loop_ns) / 1e6
+    );
+    println!(
+        "  writer thread CPU         ~{:.0} ms = ~{:.0} ns/event (process CPU minus the main thread's, 10 ms ticks)",
+        writer / 1e6,
+        writer / made
+    );
+    println!(
+        "  back-pressure             {} waits, {:.1} ms = {:.1} ns/event",
+        f(r, "bp_waits"),
+        f(r, "bp_ns") / 1e6,
+        f(r, "bp_ns") / made
+    );
+    println!(
+        "  peak buffer memory        {:.2} MiB (SessionStats.peak_buffer_bytes)",
+        f(r, "peak_buffer") / (1 << 20) as f64
+    );
+    println!(
+        "  peak RSS over start       {:.2} MiB; not recording {:.2} MiB; recorder = {:.2} MiB{}",
+        f(r, "peak_rss_delta") / (1 << 20) as f64,
+        f(base, "peak_rss_delta") / (1 << 20) as f64,
+        rec_mem / (1 << 20) as f64,
+        if r.get("peak_reset").map(String::as_str) == Some("true") {
+            ""
+        } else {
+            " (VmHWM not resettable: upper bound)"
+        }
+    );
+    println!("  lost events               {}", f(r, "lost"));
+    println!(
+        "STATS log_size/{name} bytes_per_event={:.3} loop_ns_per_event={:.2} base_ns_per_event={:.2} events_per_s_until_stop={:.0} \
+         writer_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0}",
+        file / made,
+        loop_ns / made,
+        f(base, "loop_ns") / made,
+        made / stop_ns * 1e9,
+        writer / made,
+        f(r, "bp_ns") / made,
+        f(r, "peak_buffer"),
+        rec_mem
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        println!("log_size: bench");
+        return;
+    }
+    // `cargo test --benches` / `cargo bench -- --test`: a quick smoke run.
+    let smoke = args.iter().any(|a| a == "--test");
+    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
+    let events = arg("--events").and_then(|v| v.parse().ok()).unwrap_or(if smoke { 20_000 } else { 1_000_000 });
+    if let Some(name) = arg("--child") {
+        let setup = SETUPS.iter().find(|s| s.name == name).expect("known setup");
+        child(setup, events);
+        memreplay_benches::remove_temp_logs();
+        return;
+    }
+    let tight_events = if smoke { 20_000 } else { 4 * events };
+    println!(
+        "log_size: {events} heap events per workload run, {tight_events} per saturation run; each in its own process"
+    );
+    let mut base = None;
+    for s in &SETUPS {
+        let n = if s.name.starts_with("saturation") { tight_events } else { events };
+        let r = spawn(s, n);
+        if s.config.is_none() {
+            println!(
+                "== {} (not recording): {:.1} ns/event, peak RSS +{:.2} MiB",
+                s.name,
+                r["loop_ns"].parse::<f64>().unwrap_or(0.0) / n as f64,
+                mib(r["peak_rss_delta"].parse().unwrap_or(0))
+            );
+            base = Some(r);
+        } else {
+            report(s.name, &r, base.as_ref().expect("baseline first"));
+        }
+    }
+}
