@@ -410,3 +410,33 @@ impl Log {
         self.blocks.iter().flat_map(|b| b.events.iter().map(move |e| (b.frame.thread, e)))
     }
 }
+
+impl Block {
+    /// Reads the stored payload of the block whose frame (as indexed by a [`LogReader`]
+    /// pass) is at `offset` of `file`: random access for readers that index first.
+    pub fn read_at(file: &std::fs::File, offset: u64, frame: BlockFrame) -> io::Result<Block> {
+        let mut stored = vec![0u8; frame.stored_len as usize];
+        read_exact_at(file, &mut stored, offset + FRAME_LEN as u64)?;
+        Ok(Block { offset, frame, stored })
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}

@@ -10,6 +10,7 @@
 //!   or JSON ([`info::Info::to_json`]).
 
 pub mod info;
+pub mod replay;
 pub mod time;
 
 use std::path::{Path, PathBuf};

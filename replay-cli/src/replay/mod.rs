@@ -1,0 +1,39 @@
+//! The analysis engine: replays a log into a [`ReplayState`].
+//!
+//! Data flows one way: [`source`] turns the file into events in global order,
+//! [`state`] folds them into the context tree and its figures. Reports read the state.
+
+pub mod source;
+pub mod state;
+
+use std::path::Path;
+
+use memreplay_format::{FileHeader, FormatError, ReadReport};
+
+pub use source::IndexedLog;
+pub use state::{ReplayOptions, ReplayState};
+
+/// A replayed log: its header, what reading it found, and the state.
+pub struct Replay {
+    pub header: FileHeader,
+    pub report: ReadReport,
+    pub state: ReplayState,
+}
+
+/// Reads and replays the log at `path`. `progress(done, total)` is called now and then.
+pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64, u64)) -> Result<Replay, FormatError> {
+    let mut log = IndexedLog::open(path)?;
+    let total = log.events;
+    let mut state = ReplayState::new(options);
+    let mut last = 0u64;
+    log.replay(
+        |thread, event, part| state.apply(thread, event, part),
+        |done| {
+            if done - last >= 1 << 20 || done == total {
+                last = done;
+                progress(done, total);
+            }
+        },
+    );
+    Ok(Replay { header: log.header, report: log.report, state })
+}

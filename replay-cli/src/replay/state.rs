@@ -1,0 +1,687 @@
+//! The replay state: the context tree with its figures, rebuilt event by event.
+//!
+//! Semantics (MemReplay's, made exact):
+//! - A context push enters the child (type, name) of the thread's current node, creating
+//!   it the first time: the tree is shared, keyed by (parent, type, name).
+//! - An allocation belongs to its thread's innermost attach target if it has one, else
+//!   to its innermost context. A free removes it from the context it belongs to, whatever
+//!   thread frees it. A realloc is a free plus an allocation.
+//! - Figures are kept per (context, domain, thread) "slot", so reports can filter by
+//!   domain and thread and sum the rest.
+//! - The figures at each domain's peak are kept lazily: a slot copies its figures aside
+//!   the first time it changes after a new peak, so finding "who held what at the peak"
+//!   costs O(1) per event instead of a snapshot per peak.
+//!
+//! Names are kept as string ids and resolved at the end: a thread may use an id whose
+//! definition sits later in the merged order (in another thread's stream).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use memreplay_format::{context_flags, DomainKind, Event, Part, ResourceDesc, HEAP_DOMAIN};
+
+/// Index of a context node; [`ROOT`] is the tree's root (no context).
+pub type NodeId = u32;
+pub const ROOT: NodeId = 0;
+
+/// FxHash for addresses and ids: the replay loop's maps are its hottest code.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Figures of a slot (or of any sum of slots).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Bytes and allocations live now.
+    pub live_bytes: u64,
+    pub live_count: u64,
+    /// Everything ever allocated.
+    pub total_bytes: u64,
+    pub total_count: u64,
+    /// Allocations freed before their thread allocated anything else (heaptrack's
+    /// definition of a temporary).
+    pub temp_bytes: u64,
+    pub temp_count: u64,
+    /// Of the live allocations that reported their usage: bytes used, and their capacity.
+    pub used_bytes: u64,
+    pub usage_capacity: u64,
+}
+
+impl Figures {
+    pub fn add(&mut self, o: &Figures) {
+        self.live_bytes += o.live_bytes;
+        self.live_count += o.live_count;
+        self.total_bytes += o.total_bytes;
+        self.total_count += o.total_count;
+        self.temp_bytes += o.temp_bytes;
+        self.temp_count += o.temp_count;
+        self.used_bytes += o.used_bytes;
+        self.usage_capacity += o.usage_capacity;
+    }
+}
+
+/// What a slot held at one point in time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    pub bytes: u64,
+    pub count: u64,
+    pub used_bytes: u64,
+    pub usage_capacity: u64,
+}
+
+impl Held {
+    fn of(f: &Figures) -> Held {
+        Held { bytes: f.live_bytes, count: f.live_count, used_bytes: f.used_bytes, usage_capacity: f.usage_capacity }
+    }
+
+    pub fn add(&mut self, o: &Held) {
+        self.bytes += o.bytes;
+        self.count += o.count;
+        self.used_bytes += o.used_bytes;
+        self.usage_capacity += o.usage_capacity;
+    }
+}
+
+/// Figures of one (context, domain, thread).
+#[derive(Debug, Clone, Default)]
+pub struct Slot {
+    pub node: NodeId,
+    pub domain: u32,
+    pub thread: u32,
+    pub now: Figures,
+    /// What it held at its domain's peak number `peak_epoch` (see the module comment).
+    at_peak: Held,
+    peak_epoch: u64,
+}
+
+/// A context node.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub parent: NodeId,
+    /// Context type id and name string id (0 for the root).
+    pub ty: u32,
+    pub name: u32,
+    /// Entries of this context; `instances`: entries flagged as instances.
+    pub entries: u64,
+    pub instances: u64,
+    /// Its slots (indices into `ReplayState::slots`).
+    pub slots: Vec<u32>,
+    pub children: Vec<NodeId>,
+}
+
+/// A live allocation.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    size: u64,
+    slot: u32,
+    stack: u32,
+    /// The allocating thread's allocation count at this allocation (for temporaries).
+    thread_alloc_no: u64,
+    /// Bytes used, if the container reported its usage.
+    used: Option<u64>,
+    seq: u64,
+}
+
+/// A domain's running totals and where its peak was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DomainTotals {
+    pub live_bytes: u64,
+    pub live_count: u64,
+    pub total_bytes: u64,
+    pub total_count: u64,
+    pub peak: Peak,
+    /// Number of times the peak rose (the epoch of the lazy peak snapshots).
+    epoch: u64,
+}
+
+/// Where a domain's memory peaked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Peak {
+    pub bytes: u64,
+    pub count: u64,
+    pub seq: u64,
+    pub time_ns: u64,
+    /// The frame in progress, and the last label before the peak.
+    pub frame: Option<u64>,
+    pub after_label: Option<u32>,
+}
+
+/// Per-thread replay state.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadState {
+    pub os_tid: u64,
+    /// String id of its name (0 = unnamed).
+    pub name: u32,
+    pub events: u64,
+    contexts: Vec<NodeId>,
+    /// Attach targets; `None` for an attach whose address no live allocation contains.
+    attaches: Vec<Option<NodeId>>,
+    allocs: u64,
+    time_ns: u64,
+}
+
+/// A named point in time, with what every slot held there.
+#[derive(Debug, Clone)]
+pub struct Marker {
+    pub name: u32,
+    pub seq: u64,
+    pub time_ns: u64,
+    pub frame: Option<u64>,
+    /// (slot, what it held) for every slot holding something.
+    pub held: Vec<(u32, Held)>,
+}
+
+/// A frame start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameMark {
+    pub frame: u64,
+    pub seq: u64,
+    pub time_ns: u64,
+}
+
+/// Things in the log that do not add up, counted rather than fatal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Anomalies {
+    /// Frees of addresses never allocated while recording (allocated before the start).
+    pub untracked_frees: u64,
+    /// Frees of addresses already freed and not allocated again.
+    pub double_frees: u64,
+    /// Allocations at an address that was still live (the older one is dropped).
+    pub overlapping_allocs: u64,
+    /// Attaches to an address no live allocation contains (their allocations stay in
+    /// the thread's own context).
+    pub unresolved_attaches: u64,
+    /// Context or attach pops with nothing to pop.
+    pub unbalanced_pops: u64,
+    /// Usage reports for addresses with no live allocation.
+    pub usage_without_allocation: u64,
+}
+
+/// A domain as defined in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainInfo {
+    pub name: u32,
+    pub kind: DomainKind,
+    pub capacity: u64,
+    pub parent: Option<u32>,
+}
+
+/// Figures of one allocation site (callstack), per domain.
+#[derive(Debug, Clone, Default)]
+pub struct Site {
+    pub now: Figures,
+    /// Free callstack id → (frees, bytes) of this site's blocks.
+    pub freed_from: FxMap<u32, (u64, u64)>,
+}
+
+/// Options that change what the replay keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// Keep a snapshot at the start of this frame (labels always get one).
+    pub snapshot_frame: Option<u64>,
+}
+
+/// Everything the replay rebuilt. Reports read this, never the log.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayState {
+    pub nodes: Vec<Node>,
+    pub slots: Vec<Slot>,
+    pub threads: FxMap<u32, ThreadState>,
+    pub domains: FxMap<u32, DomainTotals>,
+    pub domain_info: FxMap<u32, DomainInfo>,
+    pub strings: FxMap<u32, String>,
+    pub stacks: FxMap<u32, Vec<u64>>,
+    pub context_types: FxMap<u32, u32>,
+    /// (stack, domain) → site figures.
+    pub sites: FxMap<(u32, u32), Site>,
+    pub labels: Vec<Marker>,
+    pub frames: Vec<FrameMark>,
+    /// The snapshot asked for with [`ReplayOptions::snapshot_frame`].
+    pub frame_snapshot: Option<Marker>,
+    pub anomalies: Anomalies,
+    /// Resource descriptors of live domain allocations.
+    pub resources: FxMap<(u32, u64), ResourceDesc>,
+    /// Events applied, and lost by the recorder (from `Lost` records).
+    pub events: u64,
+    pub lost_events: u64,
+    pub end_time_ns: u64,
+    options: ReplayOptions,
+    children: FxMap<(NodeId, u32, u32), NodeId>,
+    slot_index: FxMap<(NodeId, u32, u32), u32>,
+    live: Vec<FxMap<u64, Live>>,
+    /// Live heap allocations of at least `BIG` bytes by address, for attaches to
+    /// interior pointers (small ones are found by probing back from the address).
+    big: std::collections::BTreeMap<u64, u64>,
+    freed: std::collections::HashSet<(u32, u64), BuildHasherDefault<FxHasher>>,
+    current_frame: Option<u64>,
+    last_label: Option<u32>,
+}
+
+/// Heap allocations of at least this size are indexed for interior-pointer lookups.
+const BIG: u64 = 256;
+
+impl ReplayState {
+    pub fn new(options: ReplayOptions) -> Self {
+        let mut s = ReplayState { options, ..Default::default() };
+        s.nodes.push(Node {
+            parent: ROOT,
+            ty: 0,
+            name: 0,
+            entries: 0,
+            instances: 0,
+            slots: Vec::new(),
+            children: Vec::new(),
+        });
+        s
+    }
+
+    /// Applies one event (or realloc half) of `thread`, in global order.
+    pub fn apply(&mut self, thread: u32, event: &Event, part: Part) {
+        self.events += u64::from(part != Part::ReallocAlloc);
+        let t = self.threads.entry(thread).or_default();
+        t.events += u64::from(part != Part::ReallocAlloc);
+        match *event {
+            Event::Alloc { seq, domain, addr, size, stack, .. } => self.alloc(thread, domain, addr, size, stack, seq),
+            Event::Free { domain, addr, stack, .. } => self.free(thread, domain, addr, stack),
+            Event::Realloc { old_addr, new_addr, new_size, stack, seq, .. } => match part {
+                Part::ReallocFree => self.free(thread, HEAP_DOMAIN, old_addr, 0),
+                _ => self.alloc(thread, HEAP_DOMAIN, new_addr, new_size, stack, seq),
+            },
+            Event::Usage { addr, used, .. } => self.usage(addr, used),
+            Event::ContextPush { ty, name, flags } => {
+                let parent = *t.contexts.last().unwrap_or(&ROOT);
+                let node = self.child(parent, ty, name);
+                let n = &mut self.nodes[node as usize];
+                n.entries += 1;
+                if flags & context_flags::INSTANCE != 0 {
+                    n.instances += 1;
+                }
+                self.threads.get_mut(&thread).expect("entered above").contexts.push(node);
+            }
+            Event::ContextPop => {
+                if t.contexts.pop().is_none() {
+                    self.anomalies.unbalanced_pops += 1;
+                }
+            }
+            Event::AttachPush { addr, .. } => {
+                let target = self.owner_of(addr);
+                if target.is_none() {
+                    self.anomalies.unresolved_attaches += 1;
+                }
+                self.threads.get_mut(&thread).expect("entered above").attaches.push(target);
+            }
+            Event::AttachPop => {
+                if t.attaches.pop().is_none() {
+                    self.anomalies.unbalanced_pops += 1;
+                }
+            }
+            Event::Time { ns } => {
+                t.time_ns = ns;
+                self.end_time_ns = self.end_time_ns.max(ns);
+            }
+            Event::FrameStart { seq, frame } => {
+                let time_ns = t.time_ns;
+                self.current_frame = Some(frame);
+                self.frames.push(FrameMark { frame, seq, time_ns });
+                if self.options.snapshot_frame == Some(frame) && self.frame_snapshot.is_none() {
+                    self.frame_snapshot = Some(self.marker(frame as u32, seq, time_ns));
+                }
+            }
+            Event::Label { seq, name } => {
+                let time_ns = t.time_ns;
+                self.last_label = Some(name);
+                let m = self.marker(name, seq, time_ns);
+                self.labels.push(m);
+            }
+            Event::DefineString { id, ref text } => {
+                self.strings.insert(id, text.clone());
+            }
+            Event::DefineStack { id, ref frames } => {
+                self.stacks.insert(id, frames.clone());
+            }
+            Event::DefineContextType { id, name } => {
+                self.context_types.insert(id, name);
+            }
+            Event::DefineDomain { id, name, kind, capacity, parent } => {
+                self.domain_info.insert(id, DomainInfo { name, kind, capacity, parent });
+            }
+            Event::ThreadInfo { os_tid, name } => {
+                t.os_tid = os_tid;
+                if name != 0 {
+                    t.name = name;
+                }
+            }
+            Event::Resource { domain, addr, ref desc } => {
+                self.resources.insert((domain, addr), desc.clone());
+            }
+            Event::Lost { events, .. } => self.lost_events += events,
+            Event::Module { .. } | Event::Unknown { .. } => {}
+        }
+    }
+
+    fn child(&mut self, parent: NodeId, ty: u32, name: u32) -> NodeId {
+        let next = self.nodes.len() as NodeId;
+        let id = *self.children.entry((parent, ty, name)).or_insert(next);
+        if id == next {
+            self.nodes.push(Node {
+                parent,
+                ty,
+                name,
+                entries: 0,
+                instances: 0,
+                slots: Vec::new(),
+                children: Vec::new(),
+            });
+            self.nodes[parent as usize].children.push(id);
+        }
+        id
+    }
+
+    fn slot(&mut self, node: NodeId, domain: u32, thread: u32) -> u32 {
+        let next = self.slots.len() as u32;
+        let id = *self.slot_index.entry((node, domain, thread)).or_insert(next);
+        if id == next {
+            self.slots.push(Slot { node, domain, thread, ..Default::default() });
+            self.nodes[node as usize].slots.push(id);
+        }
+        id
+    }
+
+    /// Before a slot's figures change: keep what it held at its domain's latest peak.
+    #[inline]
+    fn touch(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        let epoch = self.domains.get(&s.domain).map_or(0, |d| d.epoch);
+        if s.peak_epoch != epoch {
+            s.at_peak = Held::of(&s.now);
+            s.peak_epoch = epoch;
+        }
+    }
+
+    fn live_map(&mut self, domain: u32) -> &mut FxMap<u64, Live> {
+        let i = domain as usize;
+        if i >= self.live.len() {
+            self.live.resize_with(i + 1, FxMap::default);
+        }
+        &mut self.live[i]
+    }
+
+    fn alloc(&mut self, thread: u32, domain: u32, addr: u64, size: u64, stack: u32, seq: u64) {
+        let t = self.threads.get_mut(&thread).expect("entered by apply");
+        t.allocs += 1;
+        let thread_alloc_no = t.allocs;
+        let time_ns = t.time_ns;
+        let node = match t.attaches.last() {
+            Some(&Some(target)) => target,
+            _ => *t.contexts.last().unwrap_or(&ROOT),
+        };
+        let slot = self.slot(node, domain, thread);
+        self.freed.remove(&(domain, addr));
+        let old = self.live_map(domain).insert(addr, Live { size, slot, stack, thread_alloc_no, used: None, seq });
+        if let Some(old) = old {
+            // The log says the address was live: drop the older allocation's figures.
+            self.anomalies.overlapping_allocs += 1;
+            self.release(domain, addr, old, false);
+        }
+        if domain == HEAP_DOMAIN && size >= BIG {
+            self.big.insert(addr, size);
+        }
+        self.touch(slot);
+        let f = &mut self.slots[slot as usize].now;
+        f.live_bytes += size;
+        f.live_count += 1;
+        f.total_bytes += size;
+        f.total_count += 1;
+        let site = self.sites.entry((stack, domain)).or_default();
+        site.now.live_bytes += size;
+        site.now.live_count += 1;
+        site.now.total_bytes += size;
+        site.now.total_count += 1;
+
+        let d = self.domains.entry(domain).or_default();
+        d.live_bytes += size;
+        d.live_count += 1;
+        d.total_bytes += size;
+        d.total_count += 1;
+        if d.live_bytes > d.peak.bytes {
+            d.epoch += 1;
+            d.peak = Peak {
+                bytes: d.live_bytes,
+                count: d.live_count,
+                seq,
+                time_ns,
+                frame: self.current_frame,
+                after_label: self.last_label,
+            };
+            // The slot just grew past what it held at the new peak: its figures now are
+            // the ones at the peak.
+            let s = &mut self.slots[slot as usize];
+            s.at_peak = Held::of(&s.now);
+            s.peak_epoch = d.epoch;
+        }
+    }
+
+    fn free(&mut self, thread: u32, domain: u32, addr: u64, free_stack: u32) {
+        match self.live_map(domain).remove(&addr) {
+            Some(live) => {
+                let t = self.threads.get(&thread);
+                let temporary =
+                    live.slot_thread(&self.slots) == thread && t.is_some_and(|t| t.allocs == live.thread_alloc_no);
+                if let Some(site) = self.sites.get_mut(&(live.stack, domain)) {
+                    let e = site.freed_from.entry(free_stack).or_default();
+                    e.0 += 1;
+                    e.1 += live.size;
+                }
+                self.release(domain, addr, live, temporary);
+                self.freed.insert((domain, addr));
+            }
+            None if self.freed.contains(&(domain, addr)) => self.anomalies.double_frees += 1,
+            None => self.anomalies.untracked_frees += 1,
+        }
+    }
+
+    /// Takes a no-longer-live allocation out of every figure.
+    fn release(&mut self, domain: u32, addr: u64, live: Live, temporary: bool) {
+        if domain == HEAP_DOMAIN && live.size >= BIG {
+            self.big.remove(&addr);
+        }
+        self.resources.remove(&(domain, addr));
+        self.touch(live.slot);
+        let f = &mut self.slots[live.slot as usize].now;
+        f.live_bytes -= live.size;
+        f.live_count -= 1;
+        if let Some(used) = live.used {
+            f.used_bytes -= used;
+            f.usage_capacity -= live.size;
+        }
+        if temporary {
+            f.temp_bytes += live.size;
+            f.temp_count += 1;
+        }
+        if let Some(site) = self.sites.get_mut(&(live.stack, domain)) {
+            site.now.live_bytes -= live.size;
+            site.now.live_count -= 1;
+            if let Some(used) = live.used {
+                site.now.used_bytes -= used;
+                site.now.usage_capacity -= live.size;
+            }
+            if temporary {
+                site.now.temp_bytes += live.size;
+                site.now.temp_count += 1;
+            }
+        }
+        let d = self.domains.entry(domain).or_default();
+        d.live_bytes -= live.size;
+        d.live_count -= 1;
+    }
+
+    fn usage(&mut self, addr: u64, used: u64) {
+        let Some(live) = self.live_map(HEAP_DOMAIN).get_mut(&addr) else {
+            self.anomalies.usage_without_allocation += 1;
+            return;
+        };
+        let used = used.min(live.size);
+        let before = live.used.replace(used);
+        let (slot, size, stack) = (live.slot, live.size, live.stack);
+        self.touch(slot);
+        let f = &mut self.slots[slot as usize].now;
+        let site = self.sites.entry((stack, HEAP_DOMAIN)).or_default();
+        match before {
+            Some(b) => {
+                f.used_bytes = f.used_bytes - b + used;
+                site.now.used_bytes = site.now.used_bytes - b + used;
+            }
+            None => {
+                f.used_bytes += used;
+                f.usage_capacity += size;
+                site.now.used_bytes += used;
+                site.now.usage_capacity += size;
+            }
+        }
+    }
+
+    /// The context owning the live heap allocation that contains `addr`.
+    fn owner_of(&self, addr: u64) -> Option<NodeId> {
+        let heap = self.live.get(HEAP_DOMAIN as usize)?;
+        let node = |l: &Live| self.slots[l.slot as usize].node;
+        if let Some(l) = heap.get(&addr) {
+            return Some(node(l));
+        }
+        if let Some((&base, &size)) = self.big.range(..=addr).next_back() {
+            if addr < base + size {
+                return heap.get(&base).map(node);
+            }
+        }
+        // Small allocations: their start is less than `BIG` bytes before `addr`.
+        (1..BIG / 8)
+            .map(|k| addr.wrapping_sub(k * 8))
+            .find_map(|base| heap.get(&base).filter(|l| addr < base.wrapping_add(l.size)).map(node))
+    }
+
+    fn marker(&self, name: u32, seq: u64, time_ns: u64) -> Marker {
+        let held = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.now.live_count > 0)
+            .map(|(i, s)| (i as u32, Held::of(&s.now)))
+            .collect();
+        Marker { name, seq, time_ns, frame: self.current_frame, held }
+    }
+
+    /// What slot `slot` held at its domain's peak.
+    pub fn held_at_peak(&self, slot: u32) -> Held {
+        let s = &self.slots[slot as usize];
+        let epoch = self.domains.get(&s.domain).map_or(0, |d| d.epoch);
+        if s.peak_epoch == epoch {
+            s.at_peak
+        } else {
+            // Unchanged since the peak.
+            Held::of(&s.now)
+        }
+    }
+
+    /// Live heap allocations that reported their usage: (address, capacity, used, slot, stack).
+    pub fn live_containers(&self) -> impl Iterator<Item = (u64, u64, u64, u32, u32)> + '_ {
+        self.live
+            .get(HEAP_DOMAIN as usize)
+            .into_iter()
+            .flat_map(|m| m.iter().filter_map(|(&addr, l)| l.used.map(|u| (addr, l.size, u, l.slot, l.stack))))
+    }
+
+    /// Every live allocation: (domain, address, size, slot, stack, seq).
+    pub fn live_allocations(&self) -> impl Iterator<Item = (u32, u64, u64, u32, u32, u64)> + '_ {
+        self.live
+            .iter()
+            .enumerate()
+            .flat_map(|(d, m)| m.iter().map(move |(&addr, l)| (d as u32, addr, l.size, l.slot, l.stack, l.seq)))
+    }
+
+    /// A string by id, or a placeholder naming the id when the log never defined it.
+    pub fn string(&self, id: u32) -> String {
+        match self.strings.get(&id) {
+            Some(s) => s.clone(),
+            None if id == 0 => String::new(),
+            None => format!("<string #{id}>"),
+        }
+    }
+
+    /// A context node's type and name.
+    pub fn node_label(&self, node: NodeId) -> (String, String) {
+        if node == ROOT {
+            return (String::new(), "(no context)".into());
+        }
+        let n = &self.nodes[node as usize];
+        let ty = self.context_types.get(&n.ty).map_or_else(|| format!("<type #{}>", n.ty), |&s| self.string(s));
+        (ty, self.string(n.name))
+    }
+
+    /// A node's path from the root: "Level:Forest/Textures:rock.dds".
+    pub fn node_path(&self, node: NodeId) -> String {
+        let mut parts = Vec::new();
+        let mut n = node;
+        while n != ROOT {
+            let (ty, name) = self.node_label(n);
+            parts.push(format!("{ty}:{name}"));
+            n = self.nodes[n as usize].parent;
+        }
+        parts.reverse();
+        if parts.is_empty() {
+            "(no context)".into()
+        } else {
+            parts.join("/")
+        }
+    }
+
+    /// A domain's name ("heap" for domain 0).
+    pub fn domain_name(&self, domain: u32) -> String {
+        match self.domain_info.get(&domain) {
+            Some(d) => self.string(d.name),
+            None if domain == HEAP_DOMAIN => "heap".into(),
+            None => format!("<domain #{domain}>"),
+        }
+    }
+
+    /// Domains that are not sub-allocators of another: their sum counts no byte twice.
+    pub fn is_top_level_domain(&self, domain: u32) -> bool {
+        self.domain_info.get(&domain).is_none_or(|d| d.parent.is_none())
+    }
+
+    /// Time of a thread's latest clock reading.
+    pub fn thread_time(&self, thread: u32) -> u64 {
+        self.threads.get(&thread).map_or(0, |t| t.time_ns)
+    }
+
+    /// Context depth of a thread at the end (unbalanced pushes show as non-zero).
+    pub fn open_contexts(&self, thread: u32) -> usize {
+        self.threads.get(&thread).map_or(0, |t| t.contexts.len())
+    }
+}
+
+impl Live {
+    fn slot_thread(&self, slots: &[Slot]) -> u32 {
+        slots[self.slot as usize].thread
+    }
+}
