@@ -7,10 +7,14 @@
 //!   one-line [`CliError`]s;
 //! - [`info::Info::from_log`] summarizes a log (header, totals, threads, event counts,
 //!   domains, contexts, labels, integrity), printable as text ([`info::Info::to_text`])
-//!   or JSON ([`info::Info::to_json`]).
+//!   or JSON ([`info::Info::to_json`]);
+//! - [`replay::replay`] replays a log into a [`replay::ReplayState`] (the engine);
+//! - [`report`] builds the reports on it (`summarize`, `tree`, `leaks`, `efficiency`,
+//!   `instances`), each printable as text or JSON (schema: `JSON.md`).
 
 pub mod info;
 pub mod replay;
+pub mod report;
 pub mod time;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +30,9 @@ pub enum CliError {
     Open { path: PathBuf, error: FormatError },
     /// The report could not be written (e.g. stdout closed).
     Output(std::io::Error),
+    /// An option names something the log does not have (a domain, thread, label or
+    /// frame), or does not apply to the command.
+    Usage(String),
 }
 
 impl std::fmt::Display for CliError {
@@ -36,6 +43,7 @@ impl std::fmt::Display for CliError {
             }
             CliError::Open { path, error } => write!(f, "{}: {error}", path.display()),
             CliError::Output(e) => write!(f, "cannot write the report: {e}"),
+            CliError::Usage(what) => write!(f, "{what}"),
         }
     }
 }
@@ -43,7 +51,8 @@ impl std::fmt::Display for CliError {
 impl std::error::Error for CliError {}
 
 /// Exit status for errors: the file is missing, unreadable, not a log, or of an
-/// unsupported version (also what clap uses for bad arguments).
+/// unsupported version; an option names what the log does not have (also what clap
+/// uses for bad arguments).
 pub const EXIT_ERROR: u8 = 2;
 /// Exit status of `--strict` for a log that is truncated or damaged.
 pub const EXIT_DAMAGED: u8 = 1;

@@ -1,16 +1,22 @@
 //! `replay-cli`: the command line over the `replay_cli` library.
 //!
 //! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log;
-//! 2 for bad arguments and for a log that cannot be read at all.
+//! 2 for bad arguments, a log that cannot be read at all, and options naming what the
+//! log does not have (a domain, thread, label or frame).
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
 
 #[derive(Debug, Parser)]
 #[command(name = "replay-cli", version, about = "Reads memreplay logs (.mrl) and reports on them")]
 struct Cli {
+    /// Diagnostics on stderr: -v for timings and progress of the replay, -vv for more.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -28,15 +34,50 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Where the memory went: capture facts, each domain's live, peak and total figures,
+    /// top contexts at the peak and at the end, instance averages, container efficiency,
+    /// leaks and temporaries.
+    Summarize(ReportArgs),
+    /// The context tree of each domain: inclusive and own bytes and counts, the peak,
+    /// instances and bytes per instance, total allocated.
+    Tree(ReportArgs),
+    /// Allocations live at the end, by context and by allocation callstack.
+    Leaks(ReportArgs),
+    /// Used / capacity of the containers that report their usage: per context, per
+    /// allocation site, and the worst containers.
+    Efficiency(ReportArgs),
+    /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
+    /// peak and allocated in all.
+    Instances(ReportArgs),
+}
+
+fn init_tracing(verbose: u8) {
+    if verbose == 0 {
+        return;
+    }
+    let filter = if verbose == 1 { "replay_cli=debug,memreplay_format=debug" } else { "trace" };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(verbose > 1)
+        .try_init();
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let out = &mut std::io::stdout().lock();
     let result = match cli.command {
         Command::Info { log, json, strict } => {
             let opts = replay_cli::InfoOptions { json, strict };
-            replay_cli::run_info(&log, opts, &mut std::io::stdout().lock())
+            replay_cli::run_info(&log, opts, out)
         }
+        Command::Summarize(args) => report::run(ReportKind::Summarize, &args, Progress::Auto, out),
+        Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
+        Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
+        Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
+        Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -22,8 +22,11 @@ pub struct Replay {
 
 /// Reads and replays the log at `path`. `progress(done, total)` is called now and then.
 pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64, u64)) -> Result<Replay, FormatError> {
+    let start = std::time::Instant::now();
     let mut log = IndexedLog::open(path)?;
     let total = log.events;
+    tracing::debug!("indexed {} ({} events) in {:.3} s", path.display(), total, start.elapsed().as_secs_f64());
+    let start = std::time::Instant::now();
     let mut state = ReplayState::new(options);
     let mut last = 0u64;
     log.replay(
@@ -34,6 +37,13 @@ pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64,
                 progress(done, total);
             }
         },
+    );
+    let secs = start.elapsed().as_secs_f64();
+    tracing::debug!(
+        "replayed {} events in {:.3} s ({:.1} M events/s)",
+        state.events,
+        secs,
+        state.events as f64 / secs.max(1e-9) / 1e6
     );
     Ok(Replay { header: log.header, report: log.report, state })
 }

@@ -271,8 +271,8 @@ pub struct ReplayState {
     children: FxMap<(NodeId, u32, u32), NodeId>,
     slot_index: FxMap<(NodeId, u32, u32), u32>,
     live: Vec<FxMap<u64, Live>>,
-    /// Live heap allocations of at least `BIG` bytes by address, for attaches to
-    /// interior pointers (small ones are found by probing back from the address).
+    /// Live heap allocations for which [`indexed`] holds, by address, for attaches to
+    /// interior pointers (the others are found by probing back from the address).
     big: std::collections::BTreeMap<u64, u64>,
     freed: std::collections::HashSet<(u32, u64), BuildHasherDefault<FxHasher>>,
     current_frame: Option<u64>,
@@ -281,6 +281,13 @@ pub struct ReplayState {
 
 /// Heap allocations of at least this size are indexed for interior-pointer lookups.
 const BIG: u64 = 256;
+
+/// Whether a heap allocation goes in the interior-pointer index: a big one, or one whose
+/// start is not 8-byte aligned (the probe in `owner_of` only visits aligned starts).
+#[inline]
+fn indexed(addr: u64, size: u64) -> bool {
+    size >= BIG || addr % 8 != 0
+}
 
 impl ReplayState {
     pub fn new(options: ReplayOptions) -> Self {
@@ -445,7 +452,7 @@ impl ReplayState {
             self.anomalies.overlapping_allocs += 1;
             self.release(domain, addr, old, false);
         }
-        if domain == HEAP_DOMAIN && size >= BIG {
+        if domain == HEAP_DOMAIN && indexed(addr, size) {
             self.big.insert(addr, size);
         }
         self.touch(slot);
@@ -504,7 +511,7 @@ impl ReplayState {
 
     /// Takes a no-longer-live allocation out of every figure.
     fn release(&mut self, domain: u32, addr: u64, live: Live, temporary: bool) {
-        if domain == HEAP_DOMAIN && live.size >= BIG {
+        if domain == HEAP_DOMAIN && indexed(addr, live.size) {
             self.big.remove(&addr);
         }
         self.resources.remove(&(domain, addr));
@@ -574,9 +581,11 @@ impl ReplayState {
                 return heap.get(&base).map(node);
             }
         }
-        // Small allocations: their start is less than `BIG` bytes before `addr`.
-        (1..BIG / 8)
-            .map(|k| addr.wrapping_sub(k * 8))
+        // Small aligned allocations: their start is one of the 8-byte-aligned addresses
+        // less than `BIG` bytes before `addr` (which itself may be any byte inside).
+        let aligned = addr & !7;
+        (0..BIG / 8)
+            .map(|k| aligned.wrapping_sub(k * 8))
             .find_map(|base| heap.get(&base).filter(|l| addr < base.wrapping_add(l.size)).map(node))
     }
 

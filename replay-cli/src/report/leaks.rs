@@ -1,0 +1,227 @@
+//! `leaks`: the allocations still live at the end of the log, grouped by context, then
+//! by allocation site (callstack), largest first.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::replay::state::NodeId;
+use crate::replay::ReplayState;
+
+use super::select::SelectionInfo;
+use super::table::{plural, size, Align, Table};
+use super::{domain_ref, sort_rows, DomainRef, Keys, Loaded, SCHEMA_VERSION};
+
+/// Rows per list unless `--limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 20;
+/// Frames of a callstack printed in the text output (JSON has them all).
+const TEXT_FRAMES: usize = 6;
+
+/// The `leaks` report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Leaks {
+    pub schema_version: u32,
+    /// `"leaks"`.
+    pub report: &'static str,
+    pub path: String,
+    pub selection: SelectionInfo,
+    /// Live at the end, over the top-level domains only (no byte counted twice).
+    pub total_bytes: u64,
+    pub total_count: u64,
+    /// Domains with live allocations at the end.
+    pub domains: Vec<DomainLeaks>,
+}
+
+/// One domain's live allocations at the end.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DomainLeaks {
+    pub domain: DomainRef,
+    pub bytes: u64,
+    pub count: u64,
+    pub contexts: Vec<LeakContext>,
+    /// Contexts left out by `--limit` or `--min-bytes`.
+    pub hidden_contexts: u64,
+}
+
+/// Live allocations of one context (its own, not its descendants').
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeakContext {
+    /// `Level:Forest/Scripts:cache`, or `(no context)`.
+    pub context: String,
+    pub bytes: u64,
+    pub count: u64,
+    pub sites: Vec<LeakSite>,
+    /// Sites left out by `--limit`.
+    pub hidden_sites: u64,
+}
+
+/// Live allocations of one context made at one callstack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeakSite {
+    /// Callstack id in the log (0: recorded without a callstack).
+    pub stack: u32,
+    /// Return addresses, innermost first, as hex strings (`"0x55d0c0a1b2c3"`).
+    pub frames: Vec<String>,
+    pub bytes: u64,
+    pub count: u64,
+    /// Sequence number of the oldest of these allocations.
+    pub first_seq: u64,
+}
+
+/// A live allocation group, before sorting.
+#[derive(Default)]
+struct Group {
+    bytes: u64,
+    count: u64,
+    sites: HashMap<u32, (u64, u64, u64)>,
+}
+
+pub fn build(l: &Loaded) -> Leaks {
+    let state = l.state();
+    let sel = &l.sel;
+    let limit = sel.limit_or(DEFAULT_LIMIT);
+    // domain → node → group
+    let mut by_domain: HashMap<u32, HashMap<NodeId, Group>> = HashMap::new();
+    for (domain, _addr, size, slot, stack, seq) in state.live_allocations() {
+        if !sel.domains.contains(&domain) || !sel.slot_selected(state, slot) {
+            continue;
+        }
+        let node = state.slots[slot as usize].node;
+        let g = by_domain.entry(domain).or_default().entry(node).or_default();
+        g.bytes += size;
+        g.count += 1;
+        let s = g.sites.entry(stack).or_insert((0, 0, u64::MAX));
+        s.0 += size;
+        s.1 += 1;
+        s.2 = s.2.min(seq);
+    }
+
+    let mut domains = Vec::new();
+    for &d in &sel.domains {
+        let Some(groups) = by_domain.remove(&d) else { continue };
+        let bytes = groups.values().map(|g| g.bytes).sum();
+        let count = groups.values().map(|g| g.count).sum();
+        let mut contexts: Vec<LeakContext> = groups
+            .into_iter()
+            .map(|(node, g)| {
+                let mut sites: Vec<LeakSite> = g
+                    .sites
+                    .into_iter()
+                    .map(|(stack, (bytes, count, first_seq))| LeakSite {
+                        stack,
+                        frames: frames(state, stack),
+                        bytes,
+                        count,
+                        first_seq,
+                    })
+                    .collect();
+                sites.sort_by(|a, b| {
+                    match sel.sort {
+                        super::SortKey::Count => b.count.cmp(&a.count).then(b.bytes.cmp(&a.bytes)),
+                        _ => b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)),
+                    }
+                    .then(a.first_seq.cmp(&b.first_seq))
+                });
+                let all = sites.len() as u64;
+                sites.truncate(limit);
+                LeakContext {
+                    context: state.node_path(node),
+                    bytes: g.bytes,
+                    count: g.count,
+                    hidden_sites: all - sites.len() as u64,
+                    sites,
+                }
+            })
+            .collect();
+        sort_rows(&mut contexts, sel.sort, |c| Keys {
+            bytes: c.bytes,
+            count: c.count,
+            name: &c.context,
+            instances: 0,
+            total: c.bytes,
+            peak: 0,
+        });
+        let all = contexts.len() as u64;
+        contexts.retain(|c| c.bytes >= sel.min_bytes);
+        contexts.truncate(limit);
+        domains.push(DomainLeaks {
+            domain: domain_ref(state, d),
+            bytes,
+            count,
+            hidden_contexts: all - contexts.len() as u64,
+            contexts,
+        });
+    }
+    let top: Vec<&DomainLeaks> = domains.iter().filter(|d| d.domain.top_level).collect();
+    Leaks {
+        schema_version: SCHEMA_VERSION,
+        report: "leaks",
+        path: l.path.clone(),
+        selection: sel.info(state, l.ticks_per_second()),
+        total_bytes: top.iter().map(|d| d.bytes).sum(),
+        total_count: top.iter().map(|d| d.count).sum(),
+        domains,
+    }
+}
+
+/// A callstack's frames as hex return addresses (symbolication comes later).
+pub fn frames(state: &ReplayState, stack: u32) -> Vec<String> {
+    state.stacks.get(&stack).map_or_else(Vec::new, |f| f.iter().map(|a| format!("{a:#x}")).collect())
+}
+
+/// A callstack on one line: `0x1234 ← 0x5678 ← … (+10 frames)`.
+pub fn frames_text(frames: &[String]) -> String {
+    if frames.is_empty() {
+        return "(no callstack)".into();
+    }
+    let mut s = frames.iter().take(TEXT_FRAMES).cloned().collect::<Vec<_>>().join(" < ");
+    if frames.len() > TEXT_FRAMES {
+        let _ = write!(s, " < … (+{} frames)", frames.len() - TEXT_FRAMES);
+    }
+    s
+}
+
+impl Leaks {
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "{}: allocations live at the end of the log", self.path);
+        if let Some(t) = &self.selection.thread {
+            let _ = writeln!(o, "  only allocations made by thread {}", t.name.as_deref().unwrap_or("(unnamed)"));
+        }
+        if self.domains.is_empty() {
+            let _ = writeln!(o, "\nno live allocations: nothing leaked");
+            return o;
+        }
+        let _ = writeln!(
+            o,
+            "  {} in {} (top-level domains)",
+            size(self.total_bytes),
+            plural(self.total_count, "allocation")
+        );
+        for d in &self.domains {
+            let _ = writeln!(o, "\n{}: {} in {}", d.domain.title(), size(d.bytes), plural(d.count, "allocation"));
+            let mut t =
+                Table::new(&[("bytes", Align::Right), ("count", Align::Right), ("context / callstack", Align::Left)]);
+            for c in &d.contexts {
+                t.row(vec![size(c.bytes), c.count.to_string(), c.context.clone()]);
+                for s in &c.sites {
+                    let name = if s.stack == 0 {
+                        "  (no callstack)".to_owned()
+                    } else {
+                        format!("  stack {}: {}", s.stack, frames_text(&s.frames))
+                    };
+                    t.row(vec![size(s.bytes), s.count.to_string(), name]);
+                }
+                if c.hidden_sites > 0 {
+                    t.row(vec![String::new(), String::new(), format!("  … {} more callstacks", c.hidden_sites)]);
+                }
+            }
+            if d.hidden_contexts > 0 {
+                t.row(vec![String::new(), String::new(), format!("… {} more contexts", d.hidden_contexts)]);
+            }
+            o.push_str(&t.render(2));
+        }
+        o
+    }
+}

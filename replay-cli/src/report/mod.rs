@@ -1,0 +1,246 @@
+//! The reports: `summarize`, `tree`, `leaks`, `efficiency` and `instances`.
+//!
+//! Each report module builds a serializable struct from the replayed state ([`Loaded`])
+//! and renders it as text; `--json` prints the same struct (schema in `JSON.md`).
+//! Reports read the replay state, never the log.
+
+pub mod efficiency;
+pub mod figures;
+pub mod instances;
+pub mod leaks;
+pub mod select;
+pub mod summarize;
+pub mod table;
+pub mod tree;
+
+use std::io::IsTerminal as _;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::replay::{Replay, ReplayState};
+use crate::CliError;
+
+pub use select::{At, ReportArgs, Selection, SortKey};
+
+/// Version of the JSON schemas (`JSON.md`); bumped only for incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A replayed log and the options resolved against it: what every report reads.
+pub struct Loaded {
+    /// The log's path, as displayed.
+    pub path: String,
+    pub replay: Replay,
+    pub sel: Selection,
+}
+
+impl Loaded {
+    pub fn state(&self) -> &ReplayState {
+        &self.replay.state
+    }
+
+    /// Clock ticks per second of the log (its `Time` records are in ticks).
+    pub fn ticks_per_second(&self) -> u64 {
+        self.replay.header.ticks_per_second
+    }
+
+    /// A clock reading in nanoseconds.
+    pub fn ns(&self, ticks: u64) -> u64 {
+        select::ticks_to_ns(ticks, self.ticks_per_second())
+    }
+}
+
+/// Whether to draw a progress bar for the replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// On stderr, if stderr is a terminal.
+    Auto,
+    /// Never (library use, tests).
+    Hidden,
+}
+
+/// Replays the log of `args` and resolves the options against it.
+pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
+    let path = &args.log;
+    let bar = progress_bar(progress);
+    let start = Instant::now();
+    let replay = crate::replay::replay(path, args.replay_options(), |done, total| {
+        if let Some(bar) = &bar {
+            bar.set_length(total);
+            bar.set_position(done);
+            // Cleared as soon as the events are all out, before any diagnostics.
+            if done >= total {
+                bar.finish_and_clear();
+            }
+        }
+    })
+    .map_err(|error| CliError::Open { path: path.to_owned(), error })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());
+    let sel = Selection::resolve(&replay.state, args)?;
+    Ok(Loaded { path: path.display().to_string(), replay, sel })
+}
+
+fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
+    if progress == Progress::Hidden || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+    let style = indicatif::ProgressStyle::with_template(
+        "replaying {bar:40.cyan/blue} {human_pos}/{human_len} events, {eta} left",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
+}
+
+/// Which report to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    Summarize,
+    Tree,
+    Leaks,
+    Efficiency,
+    Instances,
+}
+
+/// Runs one report on the log of `args`, writing text or JSON to `out`. Returns the exit
+/// status (0).
+pub fn run(
+    kind: ReportKind,
+    args: &ReportArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    if kind == ReportKind::Leaks && args.at.is_some() {
+        return Err(CliError::Usage(
+            "leaks are the allocations live at the end of the log; --at does not apply to `leaks`".into(),
+        ));
+    }
+    let loaded = load(args, progress)?;
+    let start = Instant::now();
+    let text = match kind {
+        ReportKind::Summarize => render(&summarize::build(&loaded), args.json, summarize::Summary::to_text),
+        ReportKind::Tree => render(&tree::build(&loaded), args.json, tree::Tree::to_text),
+        ReportKind::Leaks => render(&leaks::build(&loaded), args.json, leaks::Leaks::to_text),
+        ReportKind::Efficiency => render(&efficiency::build(&loaded), args.json, efficiency::Efficiency::to_text),
+        ReportKind::Instances => render(&instances::build(&loaded), args.json, instances::Instances::to_text),
+    };
+    tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
+    Ok(0)
+}
+
+fn render<T: Serialize>(report: &T, json: bool, text: impl Fn(&T) -> String) -> String {
+    if json {
+        to_json(report)
+    } else {
+        text(report)
+    }
+}
+
+/// Pretty JSON, newline-terminated.
+pub fn to_json<T: Serialize>(report: &T) -> String {
+    let mut s = serde_json::to_string_pretty(report).expect("reports serialize");
+    s.push('\n');
+    s
+}
+
+/// Bytes and allocations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Amount {
+    pub bytes: u64,
+    pub count: u64,
+}
+
+impl Amount {
+    pub fn new(bytes: u64, count: u64) -> Amount {
+        Amount { bytes, count }
+    }
+
+    /// `4.0 MiB in 12 allocations`.
+    pub fn text(&self) -> String {
+        format!("{} in {}", table::size(self.bytes), table::plural(self.count, "allocation"))
+    }
+}
+
+/// What rows are sorted by (see [`sort_rows`]).
+pub struct Keys<'a> {
+    pub bytes: u64,
+    pub count: u64,
+    pub name: &'a str,
+    pub instances: u64,
+    pub total: u64,
+    /// Bytes at the peak: the tie-break after `bytes` (0 where it does not apply).
+    pub peak: u64,
+}
+
+/// Sorts rows by `sort` (largest first; names A to Z), then by bytes, bytes at the
+/// peak, total bytes and name.
+pub fn sort_rows<T>(rows: &mut [T], sort: SortKey, keys: impl Fn(&T) -> Keys<'_>) {
+    rows.sort_by(|a, b| {
+        let (a, b) = (keys(a), keys(b));
+        let primary = match sort {
+            SortKey::Bytes => b.bytes.cmp(&a.bytes),
+            SortKey::Count => b.count.cmp(&a.count),
+            SortKey::Name => a.name.cmp(b.name),
+            SortKey::Instances => b.instances.cmp(&a.instances),
+            SortKey::Total => b.total.cmp(&a.total),
+        };
+        primary
+            .then(b.bytes.cmp(&a.bytes))
+            .then(b.peak.cmp(&a.peak))
+            .then(b.total.cmp(&a.total))
+            .then_with(|| a.name.cmp(b.name))
+    });
+}
+
+/// A memory domain as the log defines it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DomainRef {
+    pub id: u32,
+    pub name: String,
+    /// `heap`, `pool`, `gpu-local`, `gpu-shared`, `other` or `unknown`.
+    pub kind: String,
+    /// Capacity in bytes (0 when not given).
+    pub capacity: u64,
+    /// The domain whose memory this one sub-allocates (a pool within the heap), if any.
+    pub parent: Option<u32>,
+    pub parent_name: Option<String>,
+    /// Not within another domain: sums over top-level domains count no byte twice.
+    pub top_level: bool,
+}
+
+pub fn domain_ref(state: &ReplayState, id: u32) -> DomainRef {
+    let info = state.domain_info.get(&id);
+    DomainRef {
+        id,
+        name: state.domain_name(id),
+        kind: info
+            .map_or(if id == memreplay_format::HEAP_DOMAIN { "heap" } else { "unknown" }, |d| d.kind.name())
+            .into(),
+        capacity: info.map_or(0, |d| d.capacity),
+        parent: info.and_then(|d| d.parent),
+        parent_name: info.and_then(|d| d.parent).map(|p| state.domain_name(p)),
+        top_level: state.is_top_level_domain(id),
+    }
+}
+
+impl DomainRef {
+    /// `heap`, `entity pool (pool within heap, capacity 18.8 KiB)`.
+    pub fn title(&self) -> String {
+        let mut facts = vec![self.kind.clone()];
+        if let Some(p) = &self.parent_name {
+            facts[0] = format!("{} within {p}", self.kind);
+        }
+        if self.capacity > 0 {
+            facts.push(format!("capacity {}", table::size(self.capacity)));
+        }
+        if facts == ["heap"] && self.name == "heap" {
+            return self.name.clone();
+        }
+        format!("{} ({})", self.name, facts.join(", "))
+    }
+}

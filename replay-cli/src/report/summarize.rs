@@ -1,0 +1,763 @@
+//! `summarize`: the one-page answer to "where did the memory go?": capture facts, each
+//! domain's live, peak and total figures, the top contexts at the peak and at the end,
+//! instance averages, container efficiency, leaks and temporaries.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use memreplay_format::header_flags;
+
+use crate::replay::state::{Anomalies, ROOT};
+use crate::time::{format_ms, format_utc};
+
+use super::efficiency::{self, Container, ContextEfficiency, Usage};
+use super::figures::{self, DomainFigures};
+use super::instances::{self, InstanceFigures};
+use super::leaks;
+use super::select::{thread_ref, SelectionInfo};
+use super::table::{percent, plural, size, Align, Table};
+use super::{domain_ref, sort_rows, Amount, DomainRef, Keys, Loaded, SortKey, SCHEMA_VERSION};
+
+/// Rows per list unless `--limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 10;
+
+/// The `summarize` report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    /// `"summarize"`.
+    pub report: &'static str,
+    pub path: String,
+    pub selection: SelectionInfo,
+    /// Where "live" figures are read: `at the end`, `at label "..." (...)`.
+    pub at: String,
+    pub capture: Capture,
+    pub integrity: Integrity,
+    pub anomalies: Anomalies,
+    pub domains: Vec<DomainSummary>,
+    /// Over the top-level domains only: a pool's blocks are not added to the heap
+    /// block that holds them.
+    pub total: Total,
+    pub top_contexts: Vec<TopContexts>,
+    pub instances: Vec<DomainInstanceTypes>,
+    pub efficiency: EfficiencySummary,
+    pub leaks: Vec<LeakGroup>,
+    pub temporaries: Vec<TemporaryGroup>,
+}
+
+/// What was recorded, when, by what.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capture {
+    pub format_version: String,
+    pub recorder: String,
+    pub os: String,
+    pub arch: String,
+    pub pid: u64,
+    pub exe_path: String,
+    pub start_unix_ns: u64,
+    pub start_utc: String,
+    /// From the start to the end-of-log record, or to the last clock reading of a
+    /// truncated log (then `duration_is_lower_bound`).
+    pub duration_ns: u64,
+    pub duration_is_lower_bound: bool,
+    /// Events replayed (a realloc counts once).
+    pub events: u64,
+    pub frames: u64,
+    pub first_frame: Option<u64>,
+    pub last_frame: Option<u64>,
+    pub labels: Vec<LabelRef>,
+    pub threads: Vec<ThreadSummary>,
+    pub recorded: Recorded,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabelRef {
+    pub name: String,
+    pub seq: u64,
+    pub time_ns: u64,
+    /// The frame in progress at the label.
+    pub frame: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadSummary {
+    pub stream: u32,
+    pub name: Option<String>,
+    pub os_tid: Option<u64>,
+    pub events: u64,
+    /// Contexts still open at the end (pushes without pops).
+    pub open_contexts: u64,
+}
+
+/// What the header says was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Recorded {
+    pub callstacks_on_alloc: bool,
+    pub callstacks_on_free: bool,
+    pub usage_changes: bool,
+    pub max_stack_depth: u32,
+}
+
+/// Whether the log is whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Integrity {
+    /// The end-of-log record is present.
+    pub complete: bool,
+    /// Complete and undamaged.
+    pub clean: bool,
+    /// Every damage found, described.
+    pub damage: Vec<String>,
+    pub bytes_lost: u64,
+    /// Events in blocks that failed to decode.
+    pub events_in_bad_blocks: u64,
+    /// Events the recorder reported lost.
+    pub lost_events: u64,
+}
+
+/// One domain's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DomainSummary {
+    pub domain: DomainRef,
+    /// Live at the selected point.
+    pub live: Amount,
+    pub peak: PeakInfo,
+    /// Allocated over the whole recording.
+    pub total: Amount,
+    /// Temporaries: freed before their thread allocated anything else.
+    pub temporary: Amount,
+}
+
+/// A domain's peak and when it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeakInfo {
+    /// Held at the peak (by the selected thread, with `--thread`).
+    pub bytes: u64,
+    pub count: u64,
+    /// Sequence number and time of the allocation that made the peak.
+    pub seq: u64,
+    pub time_ns: u64,
+    /// The frame in progress, and the last label before the peak.
+    pub frame: Option<u64>,
+    pub after_label: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Total {
+    /// The top-level domains summed.
+    pub domains: Vec<String>,
+    pub live: Amount,
+    pub total: Amount,
+}
+
+/// The biggest contexts of one domain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopContexts {
+    pub domain: String,
+    pub peak: ContextLists,
+    /// At the selected point.
+    pub live: ContextLists,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContextLists {
+    /// With descendants (the domain as a whole is not listed).
+    pub inclusive: Vec<ContextAmount>,
+    /// Own allocations only (`(no context)`: outside any context).
+    pub exclusive: Vec<ContextAmount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextAmount {
+    pub context: String,
+    pub bytes: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DomainInstanceTypes {
+    pub domain: String,
+    pub types: Vec<InstanceFigures>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EfficiencySummary {
+    /// Every reporting container at the selected point, and at the heap's peak.
+    pub live: Usage,
+    pub peak: Usage,
+    /// Live containers at the end, most wasted bytes first.
+    pub worst_containers: Vec<Container>,
+    /// Contexts by efficiency, lowest first (at the point, else at the peak).
+    pub least_efficient_contexts: Vec<ContextEfficiency>,
+}
+
+/// Live allocations at the end of one context (own, not descendants').
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeakGroup {
+    pub domain: String,
+    pub context: String,
+    pub bytes: u64,
+    pub count: u64,
+}
+
+/// Temporaries of one context (own allocations), over the whole recording.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TemporaryGroup {
+    pub domain: String,
+    pub context: String,
+    pub bytes: u64,
+    pub count: u64,
+    /// Of the context's allocations, the share that were temporaries.
+    pub share: f64,
+}
+
+pub fn build(l: &Loaded) -> Summary {
+    let state = l.state();
+    let sel = &l.sel;
+    let limit = sel.limit_or(DEFAULT_LIMIT);
+    let header = &l.replay.header;
+    let report = &l.replay.report;
+    let figs = figures::compute(state, sel);
+
+    let mut threads: Vec<ThreadSummary> = state
+        .threads
+        .iter()
+        .map(|(&stream, t)| {
+            let r = thread_ref(state, stream);
+            ThreadSummary {
+                stream,
+                name: r.name,
+                os_tid: r.os_tid,
+                events: t.events,
+                open_contexts: state.open_contexts(stream) as u64,
+            }
+        })
+        .collect();
+    threads.sort_by_key(|t| t.stream);
+    let capture = Capture {
+        format_version: format!("{}.{}", header.version_major, header.version_minor),
+        recorder: header.recorder.clone(),
+        os: header.os.clone(),
+        arch: header.arch.clone(),
+        pid: header.pid,
+        exe_path: header.exe_path.clone(),
+        start_unix_ns: header.start_unix_ns,
+        start_utc: format_utc(header.start_unix_ns),
+        duration_ns: report.end.map_or_else(|| l.ns(state.end_time_ns), |e| e.end_ns),
+        duration_is_lower_bound: report.end.is_none(),
+        events: state.events,
+        frames: state.frames.len() as u64,
+        first_frame: state.frames.first().map(|f| f.frame),
+        last_frame: state.frames.last().map(|f| f.frame),
+        labels: state
+            .labels
+            .iter()
+            .map(|m| LabelRef { name: state.string(m.name), seq: m.seq, time_ns: l.ns(m.time_ns), frame: m.frame })
+            .collect(),
+        threads,
+        recorded: Recorded {
+            callstacks_on_alloc: header.has(header_flags::CALLSTACKS_ON_ALLOC),
+            callstacks_on_free: header.has(header_flags::CALLSTACKS_ON_FREE),
+            usage_changes: header.has(header_flags::USAGE_CHANGES),
+            max_stack_depth: header.max_stack_depth,
+        },
+    };
+    let integrity = Integrity {
+        complete: report.end.is_some(),
+        clean: report.is_clean(),
+        damage: report.damage.iter().map(ToString::to_string).collect(),
+        bytes_lost: report.bytes_lost(),
+        events_in_bad_blocks: report.events_in_bad_blocks(),
+        lost_events: state.lost_events.max(report.end.map_or(0, |e| e.lost_events)),
+    };
+
+    let domains: Vec<DomainSummary> = figs.iter().map(|d| domain_summary(l, d)).collect();
+    let top: Vec<&DomainSummary> = domains.iter().filter(|d| d.domain.top_level).collect();
+    let total = Total {
+        domains: top.iter().map(|d| d.domain.name.clone()).collect(),
+        live: Amount::new(top.iter().map(|d| d.live.bytes).sum(), top.iter().map(|d| d.live.count).sum()),
+        total: Amount::new(top.iter().map(|d| d.total.bytes).sum(), top.iter().map(|d| d.total.count).sum()),
+    };
+
+    let top_contexts = figs
+        .iter()
+        .filter(|d| !d.total().is_empty())
+        .map(|d| TopContexts {
+            domain: state.domain_name(d.domain),
+            peak: lists(l, d, limit, |a| (a.peak.bytes, a.peak.count)),
+            live: lists(l, d, limit, |a| (a.live.bytes, a.live.count)),
+        })
+        .collect();
+
+    let instances = figs
+        .iter()
+        .filter_map(|d| {
+            let (mut types, _) = instances::domain_instances(state, d);
+            sort_rows(&mut types, sel.sort, |f| Keys {
+                bytes: f.bytes,
+                count: f.count,
+                name: &f.name,
+                instances: f.instances,
+                total: f.total_bytes,
+                peak: f.peak_bytes,
+            });
+            types.truncate(limit);
+            (!types.is_empty()).then(|| DomainInstanceTypes { domain: state.domain_name(d.domain), types })
+        })
+        .collect();
+
+    let eff = efficiency::build(l);
+    let mut least = eff.contexts.clone();
+    let key = |c: &ContextEfficiency| {
+        let e = c.live.efficiency.or(c.peak.efficiency).unwrap_or(1.0);
+        (e, std::cmp::Reverse(c.live.wasted_bytes.max(c.peak.wasted_bytes)))
+    };
+    least.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal));
+    least.truncate(limit);
+    let efficiency = EfficiencySummary {
+        live: eff.overall,
+        peak: eff.peak,
+        worst_containers: eff.containers.into_iter().take(limit).collect(),
+        least_efficient_contexts: least,
+    };
+
+    let mut leaks: Vec<LeakGroup> = leaks::build(l)
+        .domains
+        .into_iter()
+        .flat_map(|d| {
+            let name = d.domain.name;
+            d.contexts.into_iter().map(move |c| LeakGroup {
+                domain: name.clone(),
+                context: c.context,
+                bytes: c.bytes,
+                count: c.count,
+            })
+        })
+        .collect();
+    sort_rows(&mut leaks, sel.sort, |g| Keys {
+        bytes: g.bytes,
+        count: g.count,
+        name: &g.context,
+        instances: 0,
+        total: g.bytes,
+        peak: 0,
+    });
+    leaks.truncate(limit);
+
+    let mut temporaries: Vec<TemporaryGroup> = Vec::new();
+    for d in &figs {
+        for (node, a) in d.exclusive.iter().enumerate() {
+            if a.temp_count > 0 {
+                temporaries.push(TemporaryGroup {
+                    domain: state.domain_name(d.domain),
+                    context: state.node_path(node as u32),
+                    bytes: a.temp_bytes,
+                    count: a.temp_count,
+                    share: a.temp_count as f64 / a.total_count.max(1) as f64,
+                });
+            }
+        }
+    }
+    // Temporaries are a matter of how many: by count unless sorted otherwise.
+    let sort = if sel.sort == SortKey::Bytes { SortKey::Count } else { sel.sort };
+    sort_rows(&mut temporaries, sort, |g| Keys {
+        bytes: g.bytes,
+        count: g.count,
+        name: &g.context,
+        instances: 0,
+        total: g.bytes,
+        peak: 0,
+    });
+    temporaries.retain(|t| t.bytes >= sel.min_bytes);
+    temporaries.truncate(limit);
+
+    Summary {
+        schema_version: SCHEMA_VERSION,
+        report: "summarize",
+        path: l.path.clone(),
+        selection: sel.info(state, l.ticks_per_second()),
+        at: sel.point_text(state, l.ticks_per_second()),
+        capture,
+        integrity,
+        anomalies: state.anomalies.clone(),
+        domains,
+        total,
+        top_contexts,
+        instances,
+        efficiency,
+        leaks,
+        temporaries,
+    }
+}
+
+fn domain_summary(l: &Loaded, d: &DomainFigures) -> DomainSummary {
+    let state = l.state();
+    let t = d.total();
+    let peak = state.domains.get(&d.domain).map(|d| &d.peak);
+    DomainSummary {
+        domain: domain_ref(state, d.domain),
+        live: Amount::new(t.live.bytes, t.live.count),
+        peak: PeakInfo {
+            bytes: t.peak.bytes,
+            count: t.peak.count,
+            seq: peak.map_or(0, |p| p.seq),
+            time_ns: peak.map_or(0, |p| l.ns(p.time_ns)),
+            frame: peak.and_then(|p| p.frame),
+            after_label: peak.and_then(|p| p.after_label).map(|s| state.string(s)),
+        },
+        total: Amount::new(t.total_bytes, t.total_count),
+        temporary: Amount::new(t.temp_bytes, t.temp_count),
+    }
+}
+
+/// The top `limit` contexts of a domain by `figure` (bytes, count), inclusive and
+/// exclusive, leaving out empty ones and those under `--min-bytes`.
+fn lists(l: &Loaded, d: &DomainFigures, limit: usize, figure: impl Fn(&figures::Agg) -> (u64, u64)) -> ContextLists {
+    let state = l.state();
+    let sel = &l.sel;
+    let depth_ok = |node: usize| sel.depth.is_none_or(|max| figures::depth(state, node as u32) <= max);
+    let list = |aggs: &[figures::Agg], with_root: bool| {
+        let mut rows: Vec<ContextAmount> = aggs
+            .iter()
+            .enumerate()
+            .filter(|&(node, a)| (with_root || node != ROOT as usize) && depth_ok(node) && figure(a).0 > 0)
+            .filter(|&(_, a)| figure(a).0 >= sel.min_bytes)
+            .map(|(node, a)| {
+                let (bytes, count) = figure(a);
+                ContextAmount { context: state.node_path(node as u32), bytes, count }
+            })
+            .collect();
+        sort_rows(&mut rows, sel.sort, |r| Keys {
+            bytes: r.bytes,
+            count: r.count,
+            name: &r.context,
+            instances: 0,
+            total: r.bytes,
+            peak: 0,
+        });
+        rows.truncate(limit);
+        rows
+    };
+    ContextLists { inclusive: list(&d.inclusive, false), exclusive: list(&d.exclusive, true) }
+}
+
+impl Summary {
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        // Writing to a String cannot fail.
+        let _ = self.write_text(&mut o);
+        o
+    }
+
+    fn write_text(&self, o: &mut String) -> std::fmt::Result {
+        let c = &self.capture;
+        writeln!(o, "{}", self.path)?;
+        writeln!(
+            o,
+            "  recorded   {}, pid {}{}, by {} (format {})",
+            c.start_utc,
+            c.pid,
+            if c.exe_path.is_empty() { String::new() } else { format!(" {}", c.exe_path) },
+            c.recorder,
+            c.format_version
+        )?;
+        let mut what = vec!["allocations"];
+        if c.recorded.callstacks_on_alloc {
+            what.push("allocation callstacks");
+        }
+        if c.recorded.callstacks_on_free {
+            what.push("free callstacks");
+        }
+        if c.recorded.usage_changes {
+            what.push("usage changes");
+        }
+        writeln!(o, "  captured   {}; callstacks up to {} frames", what.join(", "), c.recorded.max_stack_depth)?;
+        let frames = match (c.first_frame, c.last_frame) {
+            (Some(a), Some(b)) => format!(", {} ({a}..={b})", plural(c.frames, "frame")),
+            _ => ", no frames".into(),
+        };
+        writeln!(
+            o,
+            "  duration   {}{}, {}{frames}",
+            if c.duration_is_lower_bound { "at least " } else { "" },
+            format_ms(c.duration_ns),
+            plural(c.events, "event")
+        )?;
+        let threads: Vec<String> = c
+            .threads
+            .iter()
+            .filter(|t| t.stream != 0 || t.name.is_some())
+            .map(|t| {
+                let mut s = format!("{} ({}", t.name.as_deref().unwrap_or("(unnamed)"), plural(t.events, "event"));
+                if t.open_contexts > 0 {
+                    let _ = write!(s, ", {} open at the end", plural(t.open_contexts, "context"));
+                }
+                s.push(')');
+                s
+            })
+            .collect();
+        writeln!(o, "  threads    {}", threads.join(", "))?;
+        if !c.labels.is_empty() {
+            let labels: Vec<String> =
+                c.labels.iter().map(|l| format!("\"{}\" at {}", l.name, format_ms(l.time_ns))).collect();
+            writeln!(o, "  labels     {}", labels.join(", "))?;
+        }
+        let i = &self.integrity;
+        let state = match (i.complete, i.clean) {
+            (true, true) => "complete, no damage".to_owned(),
+            (true, false) => "complete but DAMAGED".to_owned(),
+            (false, _) => "TRUNCATED (no end-of-log record)".to_owned(),
+        };
+        let mut lost = Vec::new();
+        if i.bytes_lost > 0 {
+            lost.push(format!("{} lost", size(i.bytes_lost)));
+        }
+        if i.events_in_bad_blocks > 0 {
+            lost.push(format!("{} in damaged blocks", plural(i.events_in_bad_blocks, "event")));
+        }
+        if i.lost_events > 0 {
+            lost.push(format!("{} lost by the recorder", plural(i.lost_events, "event")));
+        }
+        if lost.is_empty() {
+            lost.push("no events lost".into());
+        }
+        writeln!(o, "  integrity  {state}; {}", lost.join(", "))?;
+        for d in &i.damage {
+            writeln!(o, "             damage: {d}")?;
+        }
+        let a = &self.anomalies;
+        let anomalies: Vec<String> = [
+            (a.untracked_frees, "free", "of memory allocated before the recording"),
+            (a.double_frees, "double free", ""),
+            (a.overlapping_allocs, "overlapping allocation", ""),
+            (a.unresolved_attaches, "unresolved attach", ""),
+            (a.unbalanced_pops, "unbalanced pop", ""),
+            (a.usage_without_allocation, "usage report", "without an allocation"),
+        ]
+        .iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, what, tail)| if tail.is_empty() { plural(*n, what) } else { format!("{} {tail}", plural(*n, what)) })
+        .collect();
+        writeln!(o, "  anomalies  {}", if anomalies.is_empty() { "none".to_owned() } else { anomalies.join(", ") })?;
+        if let Some(t) = &self.selection.thread {
+            writeln!(o, "  thread     only allocations made by {}", t.name.as_deref().unwrap_or("(unnamed)"))?;
+        }
+
+        let live_col = format!("live {}", instances::short_at(&self.at));
+        writeln!(o, "\nmemory by domain")?;
+        let mut t = Table::new(&[
+            ("domain", Align::Left),
+            ("kind", Align::Left),
+            ("capacity", Align::Right),
+            (&live_col, Align::Right),
+            ("count", Align::Right),
+            ("peak", Align::Right),
+            ("count", Align::Right),
+            ("total allocated", Align::Right),
+            ("count", Align::Right),
+            ("peak at", Align::Left),
+        ]);
+        // With a thread filter, domains the thread never allocated in are noise.
+        let shown: Vec<&DomainSummary> =
+            self.domains.iter().filter(|d| d.total.count > 0 || d.peak.count > 0 || d.live.count > 0).collect();
+        for d in &shown {
+            let kind = match &d.domain.parent_name {
+                Some(p) => format!("{} in {p}", d.domain.kind),
+                None => d.domain.kind.clone(),
+            };
+            t.row(vec![
+                d.domain.name.clone(),
+                kind,
+                if d.domain.capacity > 0 { size(d.domain.capacity) } else { "-".into() },
+                size(d.live.bytes),
+                d.live.count.to_string(),
+                size(d.peak.bytes),
+                d.peak.count.to_string(),
+                size(d.total.bytes),
+                d.total.count.to_string(),
+                if d.peak.count > 0 { when(&d.peak) } else { "-".into() },
+            ]);
+        }
+        let nested = shown.iter().any(|d| !d.domain.top_level);
+        if shown.len() > 1 {
+            t.row(vec![
+                if nested { "all (top-level)*".into() } else { "all".into() },
+                String::new(),
+                String::new(),
+                size(self.total.live.bytes),
+                self.total.live.count.to_string(),
+                String::new(),
+                String::new(),
+                size(self.total.total.bytes),
+                self.total.total.count.to_string(),
+            ]);
+        }
+        if shown.is_empty() {
+            writeln!(o, "  no allocations")?;
+        } else {
+            o.push_str(&t.render(2));
+        }
+        if nested && shown.len() > 1 {
+            writeln!(o, "  * domains within another (pools) are left out: their bytes are already in their parent")?;
+        }
+
+        for tc in &self.top_contexts {
+            let d = self.domains.iter().find(|d| d.domain.name == tc.domain);
+            let peak_when = d.filter(|d| d.peak.count > 0).map_or_else(String::new, |d| format!(", {}", when(&d.peak)));
+            writeln!(
+                o,
+                "\n{}: top contexts at the peak ({}{peak_when})",
+                tc.domain,
+                d.map_or_else(String::new, |d| size(d.peak.bytes))
+            )?;
+            side_by_side(o, &tc.peak)?;
+            let live = d.map_or(0, |d| d.live.bytes);
+            writeln!(o, "\n{}: top contexts {} ({})", tc.domain, self.at, size(live))?;
+            if live == 0 {
+                writeln!(o, "  nothing live")?;
+            } else {
+                side_by_side(o, &tc.live)?;
+            }
+        }
+
+        writeln!(o, "\ninstances (bytes per instance, sub-contexts included)")?;
+        if self.instances.is_empty() {
+            writeln!(o, "  no instance contexts")?;
+        } else {
+            let at = instances::short_at(&self.at);
+            let mut t = Table::new(&[
+                ("type", Align::Left),
+                ("domain", Align::Left),
+                ("instances", Align::Right),
+                (&at, Align::Right),
+                ("at peak", Align::Right),
+                ("allocated in all", Align::Right),
+            ]);
+            for d in &self.instances {
+                for f in &d.types {
+                    t.row(vec![
+                        f.name.clone(),
+                        d.domain.clone(),
+                        f.instances.to_string(),
+                        super::table::size_f(f.bytes_per_instance),
+                        super::table::size_f(f.peak_bytes_per_instance),
+                        super::table::size_f(f.total_bytes_per_instance),
+                    ]);
+                }
+            }
+            o.push_str(&t.render(2));
+        }
+
+        let e = &self.efficiency;
+        writeln!(o, "\ncontainer efficiency (containers that report their usage)")?;
+        let live_at = format!("{}:", self.at);
+        let w = live_at.chars().count().max(19) + 1;
+        writeln!(o, "  {live_at:<w$}{}", efficiency::usage_text(&e.live))?;
+        writeln!(o, "  {:<w$}{}", "at the heap's peak:", efficiency::usage_text(&e.peak))?;
+        if !e.least_efficient_contexts.is_empty() {
+            let mut t = Table::new(&[
+                ("least efficient contexts", Align::Left),
+                ("live", Align::Right),
+                ("at peak", Align::Right),
+                ("wasted at peak", Align::Right),
+            ]);
+            for c in &e.least_efficient_contexts {
+                t.row(vec![
+                    c.context.clone(),
+                    if c.live.capacity_bytes > 0 { percent(c.live.efficiency) } else { "-".into() },
+                    if c.peak.capacity_bytes > 0 { percent(c.peak.efficiency) } else { "-".into() },
+                    size(c.peak.wasted_bytes),
+                ]);
+            }
+            o.push_str(&t.render(2));
+        }
+        if e.worst_containers.is_empty() {
+            writeln!(o, "  no container live at the end")?;
+        } else {
+            let mut t = Table::new(&[
+                ("worst live containers", Align::Left),
+                ("used", Align::Right),
+                ("capacity", Align::Right),
+                ("wasted", Align::Right),
+                ("efficiency", Align::Right),
+            ]);
+            for c in &e.worst_containers {
+                t.row(vec![
+                    format!("{} {}", c.address, c.context),
+                    size(c.live.used_bytes),
+                    size(c.live.capacity_bytes),
+                    size(c.live.wasted_bytes),
+                    percent(c.live.efficiency),
+                ]);
+            }
+            o.push_str(&t.render(2));
+        }
+
+        writeln!(o, "\nleaks (live at the end, by context)")?;
+        if self.leaks.is_empty() {
+            writeln!(o, "  none")?;
+        } else {
+            let mut t = Table::new(&[
+                ("bytes", Align::Right),
+                ("count", Align::Right),
+                ("domain", Align::Left),
+                ("context", Align::Left),
+            ]);
+            for g in &self.leaks {
+                t.row(vec![size(g.bytes), g.count.to_string(), g.domain.clone(), g.context.clone()]);
+            }
+            o.push_str(&t.render(2));
+        }
+
+        writeln!(o, "\ntemporaries (freed before their thread allocated again, by context)")?;
+        if self.temporaries.is_empty() {
+            writeln!(o, "  none")?;
+        } else {
+            let mut t = Table::new(&[
+                ("count", Align::Right),
+                ("bytes", Align::Right),
+                ("share", Align::Right),
+                ("domain", Align::Left),
+                ("context", Align::Left),
+            ]);
+            for g in &self.temporaries {
+                t.row(vec![
+                    g.count.to_string(),
+                    size(g.bytes),
+                    percent(Some(g.share)),
+                    g.domain.clone(),
+                    g.context.clone(),
+                ]);
+            }
+            o.push_str(&t.render(2));
+        }
+        Ok(())
+    }
+}
+
+/// `8.401 ms, frame 3, after "main menu"`.
+fn when(p: &PeakInfo) -> String {
+    let mut s = format_ms(p.time_ns);
+    if let Some(f) = p.frame {
+        let _ = write!(s, ", frame {f}");
+    }
+    if let Some(l) = &p.after_label {
+        let _ = write!(s, ", after \"{l}\"");
+    }
+    s
+}
+
+/// Inclusive and exclusive lists as one table: rank, then each list's bytes and context.
+fn side_by_side(o: &mut String, lists: &ContextLists) -> std::fmt::Result {
+    let mut t = Table::new(&[("inclusive", Align::Right), ("count", Align::Right), ("context", Align::Left)]);
+    for r in &lists.inclusive {
+        t.row(vec![size(r.bytes), r.count.to_string(), r.context.clone()]);
+    }
+    o.push_str(&t.render(2));
+    let mut t = Table::new(&[("exclusive", Align::Right), ("count", Align::Right), ("context", Align::Left)]);
+    for r in &lists.exclusive {
+        t.row(vec![size(r.bytes), r.count.to_string(), r.context.clone()]);
+    }
+    o.push_str(&t.render(2));
+    Ok(())
+}

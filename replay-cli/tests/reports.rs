@@ -1,0 +1,817 @@
+//! The reports (`summarize`, `tree`, `leaks`, `efficiency`, `instances`) through the
+//! binary, on a small log written here by hand, with every figure worked out below.
+//!
+//! The log (sequence numbers in brackets; "main" is stream 1, "worker" stream 2):
+//!
+//! ```text
+//! main    Level:forest            [1]  heap   0x1000  1000  stack 1
+//! main      Texture:rock (inst)   [2]  heap   0x2000  4096  stack 2
+//! main                            [3]  vram  0x100000 65536 stack 2
+//! worker  attach 0x2010 [4] (inside 0x2000: belongs to Texture:rock)
+//! worker                          [5]  heap   0xb000   512  (no stack)
+//! main      Texture:sand (inst)   [6]  heap   0x4000  2048  stack 2
+//! main                            [7]  vram  0x200000 32768 stack 2
+//! main      Entities:all          [8]  heap   0x8000  1024  stack 3
+//! main                            [9]  usage  0x8000 used 256
+//! main                           [10]  pool   0x8000   128  (entity pool: within the heap)
+//! main                           [11]  pool   0x8080   128
+//! main    label "loaded" [12] at 2 ms, frame 0 starts [13]
+//! main    Frame:update           [14]  heap   0x9000    64, freed at [15] (a temporary)
+//! main    Level:forest again  [16,17]  realloc 0x1000 -> 0xa000, 3000 bytes, stack 1
+//! main    Frame:update again     [18]  pool free 0x8080
+//! worker  Audio:mixer            [19]  heap   0xc000   300  stack 5 (never freed)
+//! worker                         [20]  free 0x4000 (main's: a cross-thread free)
+//! main    frame 1 starts [21] at 3 ms; [22] vram free 0x200000
+//! ```
+//!
+//! Heap: peaks at 10 980 bytes in 6 allocations at [19] (2.5 ms, frame 0, after
+//! "loaded"); 8 932 bytes in 5 live at the end; 12 044 bytes in 8 allocated in all; one
+//! temporary of 64 bytes. VRAM: peak 98 304 (2) at [7], 65 536 (1) live at the end. Entity
+//! pool: peak 256 (2), 128 (1) at the end, never added to the heap's totals.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use memreplay_format::{
+    context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR,
+};
+use serde_json::Value;
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().expect("run replay-cli")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("replay-cli-reports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn header() -> FileHeader {
+    FileHeader {
+        version_major: VERSION_MAJOR,
+        version_minor: VERSION_MINOR,
+        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
+        pointer_width: 8,
+        pid: 7,
+        start_unix_ns: 951_827_696_789_000_000,
+        ticks_per_second: 1_000_000_000,
+        max_stack_depth: 16,
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        exe_path: "/games/forest".into(),
+        recorder: "memreplay test".into(),
+    }
+}
+
+const HEAP: u32 = 0;
+const VRAM: u32 = 1;
+const POOL: u32 = 2;
+
+/// Writes the log described in the module comment (once per test, under `name`).
+fn write_log(name: &str) -> PathBuf {
+    let path = temp(name);
+    let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header()).unwrap();
+    let s = |id: u32, text: &str| Event::DefineString { id, text: text.into() };
+    let alloc = |seq: u64, domain: u32, addr: u64, size: u64, stack: u32| Event::Alloc {
+        seq,
+        domain,
+        addr,
+        size,
+        align_log2: 3,
+        stack,
+    };
+    let free = |seq: u64, domain: u32, addr: u64| Event::Free { seq, domain, addr, stack: 0 };
+    let push = |ty: u32, name: u32, flags: u8| Event::ContextPush { ty, name, flags };
+
+    let mut meta = EventEncoder::new();
+    for e in [
+        s(1, "main"),
+        s(2, "worker"),
+        s(3, "Level"),
+        s(4, "forest"),
+        s(5, "Texture"),
+        s(6, "rock"),
+        s(7, "sand"),
+        s(8, "Entities"),
+        s(9, "all"),
+        s(10, "Frame"),
+        s(11, "update"),
+        s(12, "Audio"),
+        s(13, "mixer"),
+        s(14, "loaded"),
+        s(15, "vram"),
+        s(16, "entity pool"),
+        Event::DefineContextType { id: 1, name: 3 },
+        Event::DefineContextType { id: 2, name: 5 },
+        Event::DefineContextType { id: 3, name: 8 },
+        Event::DefineContextType { id: 4, name: 10 },
+        Event::DefineContextType { id: 5, name: 12 },
+        Event::DefineDomain { id: VRAM, name: 15, kind: DomainKind::GpuLocal, capacity: 1 << 20, parent: None },
+        Event::DefineDomain { id: POOL, name: 16, kind: DomainKind::Pool, capacity: 4096, parent: Some(HEAP) },
+        Event::DefineStack { id: 1, frames: vec![0x40_1000, 0x40_2000] },
+        Event::DefineStack { id: 2, frames: vec![0x40_3000] },
+        Event::DefineStack { id: 3, frames: vec![0x40_4000, 0x40_5000, 0x40_6000] },
+        Event::DefineStack { id: 5, frames: vec![0x40_7000] },
+    ] {
+        meta.push(&e);
+    }
+    w.write_block(0, &mut meta).unwrap();
+
+    let mut main = EventEncoder::new();
+    for e in [
+        Event::Time { ns: 1_000_000 },
+        Event::ThreadInfo { os_tid: 100, name: 1 },
+        push(1, 4, 0),
+        alloc(1, HEAP, 0x1000, 1000, 1),
+        push(2, 6, context_flags::INSTANCE),
+        alloc(2, HEAP, 0x2000, 4096, 2),
+        alloc(3, VRAM, 0x10_0000, 65536, 2),
+        Event::ContextPop,
+        push(2, 7, context_flags::INSTANCE),
+        alloc(6, HEAP, 0x4000, 2048, 2),
+        alloc(7, VRAM, 0x20_0000, 32768, 2),
+        Event::ContextPop,
+        push(3, 9, 0),
+        alloc(8, HEAP, 0x8000, 1024, 3),
+        Event::Usage { seq: 9, addr: 0x8000, used: 256 },
+        alloc(10, POOL, 0x8000, 128, 0),
+        alloc(11, POOL, 0x8080, 128, 0),
+        Event::ContextPop,
+        Event::ContextPop,
+        Event::Time { ns: 2_000_000 },
+        Event::Label { seq: 12, name: 14 },
+        Event::FrameStart { seq: 13, frame: 0 },
+        push(4, 11, 0),
+        alloc(14, HEAP, 0x9000, 64, 0),
+        free(15, HEAP, 0x9000),
+        Event::ContextPop,
+        push(1, 4, 0),
+        Event::Realloc {
+            free_seq: 16,
+            seq: 17,
+            old_addr: 0x1000,
+            new_addr: 0xa000,
+            new_size: 3000,
+            align_log2: 3,
+            stack: 1,
+        },
+        Event::ContextPop,
+        push(4, 11, 0),
+        free(18, POOL, 0x8080),
+        Event::ContextPop,
+        Event::Time { ns: 3_000_000 },
+        Event::FrameStart { seq: 21, frame: 1 },
+        free(22, VRAM, 0x20_0000),
+    ] {
+        main.push(&e);
+    }
+    w.write_block(1, &mut main).unwrap();
+
+    let mut worker = EventEncoder::new();
+    for e in [
+        Event::Time { ns: 1_500_000 },
+        Event::ThreadInfo { os_tid: 101, name: 2 },
+        Event::AttachPush { seq: 4, addr: 0x2010 },
+        alloc(5, HEAP, 0xb000, 512, 0),
+        Event::AttachPop,
+        Event::Time { ns: 2_500_000 },
+        push(5, 13, 0),
+        alloc(19, HEAP, 0xc000, 300, 5),
+        Event::ContextPop,
+        free(20, HEAP, 0x4000),
+    ] {
+        worker.push(&e);
+    }
+    w.write_block(2, &mut worker).unwrap();
+    w.finish(0, 4_000_000).unwrap();
+    path
+}
+
+/// Runs a report and checks it succeeded.
+fn run(args: &[&str]) -> String {
+    let o = cli(args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = run(&all);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn contains_all(out: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(out.contains(n), "missing `{n}` in:\n{out}");
+    }
+}
+
+/// The element of `array` whose `key` is `value`.
+fn find<'a>(array: &'a Value, key: &str, value: &str) -> &'a Value {
+    array
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {array}"))
+        .iter()
+        .find(|v| v[key] == value)
+        .unwrap_or_else(|| panic!("no {key} = {value} in {array}"))
+}
+
+fn amount(v: &Value) -> (u64, u64) {
+    (v["bytes"].as_u64().unwrap(), v["count"].as_u64().unwrap())
+}
+
+#[test]
+fn summarize_json_has_every_figure() {
+    let path = write_log("summarize.mrl");
+    let v = json(&["summarize", path.to_str().unwrap()]);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["report"], "summarize");
+
+    let c = &v["capture"];
+    assert_eq!(c["duration_ns"], 4_000_000);
+    assert_eq!(c["duration_is_lower_bound"], false);
+    // Every record (a realloc counts once): 27 + 35 + 10.
+    assert_eq!(c["events"], 72);
+    assert_eq!(
+        (c["frames"].as_u64(), c["first_frame"].as_u64(), c["last_frame"].as_u64()),
+        (Some(2), Some(0), Some(1))
+    );
+    assert_eq!(c["labels"][0]["name"], "loaded");
+    assert_eq!(c["labels"][0]["time_ns"], 2_000_000);
+    assert_eq!(c["labels"][0]["seq"], 12);
+    assert_eq!(c["threads"][1]["name"], "main");
+    assert_eq!(c["threads"][1]["os_tid"], 100);
+    assert_eq!(c["threads"][2]["name"], "worker");
+    assert_eq!(c["recorded"]["callstacks_on_alloc"], true);
+    assert_eq!(c["recorded"]["callstacks_on_free"], false);
+    assert_eq!(c["recorded"]["usage_changes"], true);
+    assert_eq!(v["integrity"]["complete"], true);
+    assert_eq!(v["integrity"]["clean"], true);
+    assert_eq!(v["integrity"]["lost_events"], 0);
+    assert!(v["anomalies"].as_object().unwrap().values().all(|n| n == 0), "{}", v["anomalies"]);
+
+    let d = &v["domains"];
+    assert_eq!(d.as_array().unwrap().len(), 3);
+    let heap = &d[0];
+    assert_eq!(heap["domain"]["name"], "heap");
+    assert_eq!(heap["domain"]["top_level"], true);
+    assert_eq!(amount(&heap["live"]), (8932, 5));
+    assert_eq!(amount(&heap["total"]), (12044, 8));
+    assert_eq!(amount(&heap["temporary"]), (64, 1));
+    let p = &heap["peak"];
+    assert_eq!((p["bytes"].as_u64(), p["count"].as_u64(), p["seq"].as_u64()), (Some(10_980), Some(6), Some(19)));
+    assert_eq!((p["time_ns"].as_u64(), p["frame"].as_u64()), (Some(2_500_000), Some(0)));
+    assert_eq!(p["after_label"], "loaded");
+
+    let vram = &d[1];
+    assert_eq!(vram["domain"]["name"], "vram");
+    assert_eq!(vram["domain"]["kind"], "gpu-local");
+    assert_eq!(vram["domain"]["capacity"], 1 << 20);
+    assert_eq!(amount(&vram["live"]), (65536, 1));
+    assert_eq!(amount(&vram["total"]), (98304, 2));
+    assert_eq!((vram["peak"]["bytes"].as_u64(), vram["peak"]["seq"].as_u64()), (Some(98304), Some(7)));
+    assert_eq!(vram["peak"]["time_ns"], 1_000_000);
+    assert_eq!(vram["peak"]["after_label"], Value::Null);
+    assert_eq!(vram["peak"]["frame"], Value::Null);
+
+    let pool = &d[2];
+    assert_eq!(pool["domain"]["name"], "entity pool");
+    assert_eq!(pool["domain"]["parent"], 0);
+    assert_eq!(pool["domain"]["parent_name"], "heap");
+    assert_eq!(pool["domain"]["top_level"], false);
+    assert_eq!(amount(&pool["live"]), (128, 1));
+    assert_eq!(amount(&pool["total"]), (256, 2));
+    assert_eq!((pool["peak"]["bytes"].as_u64(), pool["peak"]["count"].as_u64()), (Some(256), Some(2)));
+
+    // The pool's entities sit inside the heap's 0x8000 block: not added again.
+    assert_eq!(v["total"]["domains"], serde_json::json!(["heap", "vram"]));
+    assert_eq!(amount(&v["total"]["live"]), (8932 + 65536, 6));
+    assert_eq!(amount(&v["total"]["total"]), (12044 + 98304, 10));
+
+    let top = find(&v["top_contexts"], "domain", "heap");
+    let inc = &top["peak"]["inclusive"];
+    assert_eq!(inc[0], serde_json::json!({"context": "Level:forest", "bytes": 10680, "count": 5}));
+    assert_eq!(inc[1], serde_json::json!({"context": "Level:forest/Texture:rock", "bytes": 4608, "count": 2}));
+    let exc = &top["peak"]["exclusive"];
+    assert_eq!(exc[0], serde_json::json!({"context": "Level:forest/Texture:rock", "bytes": 4608, "count": 2}));
+    assert_eq!(exc[1], serde_json::json!({"context": "Level:forest", "bytes": 3000, "count": 1}));
+    assert_eq!(exc[2], serde_json::json!({"context": "Level:forest/Texture:sand", "bytes": 2048, "count": 1}));
+    let live = &top["live"]["inclusive"];
+    assert_eq!(live[0], serde_json::json!({"context": "Level:forest", "bytes": 8632, "count": 4}));
+    assert_eq!(live.as_array().unwrap().len(), 4, "{live}");
+    assert_eq!(top["live"]["exclusive"][3], serde_json::json!({"context": "Audio:mixer", "bytes": 300, "count": 1}));
+    assert_eq!(top["live"]["exclusive"].as_array().unwrap().len(), 4);
+
+    let inst = find(&v["instances"], "domain", "heap");
+    let tex = find(&inst["types"], "name", "Texture");
+    assert_eq!((tex["contexts"].as_u64(), tex["instances"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(tex["bytes"], 4608);
+    assert_eq!(tex["bytes_per_instance"], 2304.0);
+    assert_eq!(tex["peak_bytes_per_instance"], 3328.0);
+    assert_eq!(tex["total_bytes_per_instance"], 3328.0);
+    let tex = find(&find(&v["instances"], "domain", "vram")["types"], "name", "Texture");
+    assert_eq!(tex["bytes_per_instance"], 32768.0);
+    assert_eq!(tex["peak_bytes_per_instance"], 49152.0);
+
+    let e = &v["efficiency"];
+    assert_eq!(e["live"]["used_bytes"], 256);
+    assert_eq!(e["live"]["capacity_bytes"], 1024);
+    assert_eq!(e["live"]["wasted_bytes"], 768);
+    assert_eq!(e["live"]["efficiency"], 0.25);
+    assert_eq!(e["peak"]["efficiency"], 0.25);
+    assert_eq!(e["worst_containers"][0]["address"], "0x8000");
+    assert_eq!(e["worst_containers"][0]["context"], "Level:forest/Entities:all");
+    assert_eq!(e["least_efficient_contexts"][0]["context"], "Level:forest/Entities:all");
+
+    let leaks = &v["leaks"];
+    assert_eq!(
+        leaks[0],
+        serde_json::json!({"domain": "vram", "context": "Level:forest/Texture:rock", "bytes": 65536, "count": 1})
+    );
+    assert_eq!(
+        leaks[1],
+        serde_json::json!({"domain": "heap", "context": "Level:forest/Texture:rock", "bytes": 4608, "count": 2})
+    );
+    assert_eq!(leaks.as_array().unwrap().len(), 6, "{leaks}");
+    assert_eq!(
+        leaks[5],
+        serde_json::json!({"domain": "entity pool", "context": "Level:forest/Entities:all", "bytes": 128, "count": 1})
+    );
+
+    let temps = &v["temporaries"];
+    assert_eq!(temps.as_array().unwrap().len(), 1);
+    assert_eq!(temps[0]["context"], "Frame:update");
+    assert_eq!((temps[0]["bytes"].as_u64(), temps[0]["count"].as_u64()), (Some(64), Some(1)));
+    assert_eq!(temps[0]["share"], 1.0);
+}
+
+/// The whole text of `summarize` on the log (after its first line, the path).
+const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.0)
+  captured   allocations, allocation callstacks, usage changes; callstacks up to 16 frames
+  duration   4.000 ms, 72 events, 2 frames (0..=1)
+  threads    main (35 events), worker (10 events)
+  labels     "loaded" at 2.000 ms
+  integrity  complete, no damage; no events lost
+  anomalies  none
+
+memory by domain
+  domain            kind          capacity  live at end  count      peak  count  total allocated  count  peak at
+  heap              heap                 -      8.7 KiB      5  10.7 KiB      6         11.8 KiB      8  2.500 ms, frame 0, after "loaded"
+  vram              gpu-local      1.0 MiB     64.0 KiB      1  96.0 KiB      2         96.0 KiB      2  1.000 ms
+  entity pool       pool in heap   4.0 KiB        128 B      1     256 B      2            256 B      2  1.000 ms
+  all (top-level)*                             72.7 KiB      6                         107.8 KiB     10
+  * domains within another (pools) are left out: their bytes are already in their parent
+
+heap: top contexts at the peak (10.7 KiB, 2.500 ms, frame 0, after "loaded")
+  inclusive  count  context
+   10.4 KiB      5  Level:forest
+    4.5 KiB      2  Level:forest/Texture:rock
+    2.0 KiB      1  Level:forest/Texture:sand
+    1.0 KiB      1  Level:forest/Entities:all
+      300 B      1  Audio:mixer
+  exclusive  count  context
+    4.5 KiB      2  Level:forest/Texture:rock
+    2.9 KiB      1  Level:forest
+    2.0 KiB      1  Level:forest/Texture:sand
+    1.0 KiB      1  Level:forest/Entities:all
+      300 B      1  Audio:mixer
+
+heap: top contexts at the end (8.7 KiB)
+  inclusive  count  context
+    8.4 KiB      4  Level:forest
+    4.5 KiB      2  Level:forest/Texture:rock
+    1.0 KiB      1  Level:forest/Entities:all
+      300 B      1  Audio:mixer
+  exclusive  count  context
+    4.5 KiB      2  Level:forest/Texture:rock
+    2.9 KiB      1  Level:forest
+    1.0 KiB      1  Level:forest/Entities:all
+      300 B      1  Audio:mixer
+
+vram: top contexts at the peak (96.0 KiB, 1.000 ms)
+  inclusive  count  context
+   96.0 KiB      2  Level:forest
+   64.0 KiB      1  Level:forest/Texture:rock
+   32.0 KiB      1  Level:forest/Texture:sand
+  exclusive  count  context
+   64.0 KiB      1  Level:forest/Texture:rock
+   32.0 KiB      1  Level:forest/Texture:sand
+
+vram: top contexts at the end (64.0 KiB)
+  inclusive  count  context
+   64.0 KiB      1  Level:forest
+   64.0 KiB      1  Level:forest/Texture:rock
+  exclusive  count  context
+   64.0 KiB      1  Level:forest/Texture:rock
+
+entity pool: top contexts at the peak (256 B, 1.000 ms)
+  inclusive  count  context
+      256 B      2  Level:forest
+      256 B      2  Level:forest/Entities:all
+  exclusive  count  context
+      256 B      2  Level:forest/Entities:all
+
+entity pool: top contexts at the end (128 B)
+  inclusive  count  context
+      128 B      1  Level:forest
+      128 B      1  Level:forest/Entities:all
+  exclusive  count  context
+      128 B      1  Level:forest/Entities:all
+
+instances (bytes per instance, sub-contexts included)
+  type     domain  instances    at end   at peak  allocated in all
+  Texture  heap            2   2.2 KiB   3.2 KiB           3.2 KiB
+  Texture  vram            2  32.0 KiB  48.0 KiB          48.0 KiB
+
+container efficiency (containers that report their usage)
+  at the end:         256 B of 1.0 KiB (25.0%)
+  at the heap's peak: 256 B of 1.0 KiB (25.0%)
+  least efficient contexts    live  at peak  wasted at peak
+  Level:forest/Entities:all  25.0%    25.0%           768 B
+  worst live containers              used  capacity  wasted  efficiency
+  0x8000 Level:forest/Entities:all  256 B   1.0 KiB   768 B       25.0%
+
+leaks (live at the end, by context)
+     bytes  count  domain       context
+  64.0 KiB      1  vram         Level:forest/Texture:rock
+   4.5 KiB      2  heap         Level:forest/Texture:rock
+   2.9 KiB      1  heap         Level:forest
+   1.0 KiB      1  heap         Level:forest/Entities:all
+     300 B      1  heap         Audio:mixer
+     128 B      1  entity pool  Level:forest/Entities:all
+
+temporaries (freed before their thread allocated again, by context)
+  count  bytes   share  domain  context
+      1   64 B  100.0%  heap    Frame:update
+"#;
+
+#[test]
+fn summarize_text_reads_well() {
+    let path = write_log("summarize-text.mrl");
+    let out = run(&["summarize", path.to_str().unwrap()]);
+    let (first, rest) = out.split_once('\n').unwrap();
+    assert_eq!(first, path.to_str().unwrap());
+    assert_eq!(rest, SUMMARY_TEXT, "got:\n{rest}");
+}
+
+#[test]
+fn summarize_at_a_label_and_a_frame() {
+    let path = write_log("at.mrl");
+    let p = path.to_str().unwrap();
+    let v = json(&["summarize", p, "--at", "loaded"]);
+    assert_eq!(v["selection"]["at"]["kind"], "label");
+    assert_eq!(v["selection"]["at"]["label"], "loaded");
+    assert_eq!(v["selection"]["at"]["seq"], 12);
+    assert_eq!(v["selection"]["at"]["time_ns"], 2_000_000);
+    assert_eq!(amount(&v["domains"][0]["live"]), (8680, 5));
+    assert_eq!(amount(&v["domains"][1]["live"]), (98304, 2));
+    assert_eq!(amount(&v["domains"][2]["live"]), (256, 2));
+    // The peak is the domain's, wherever --at points.
+    assert_eq!(v["domains"][0]["peak"]["bytes"], 10_980);
+    let top = find(&v["top_contexts"], "domain", "heap");
+    assert_eq!(top["live"]["inclusive"][0], serde_json::json!({"context": "Level:forest", "bytes": 8680, "count": 5}));
+
+    let v = json(&["summarize", p, "--at", "frame:1"]);
+    assert_eq!(v["selection"]["at"]["kind"], "frame");
+    assert_eq!(v["selection"]["at"]["frame"], 1);
+    assert_eq!(v["selection"]["at"]["time_ns"], 3_000_000);
+    assert_eq!(amount(&v["domains"][0]["live"]), (8932, 5));
+    // The VRAM free at [22] comes after frame 1 starts.
+    assert_eq!(amount(&v["domains"][1]["live"]), (98304, 2));
+    assert_eq!(amount(&v["domains"][2]["live"]), (128, 1));
+
+    let out = run(&["summarize", p, "--at", "frame:0"]);
+    contains_all(&out, &["live at frame 0", "heap: top contexts at the start of frame 0 (2.000 ms) (8.5 KiB)"]);
+}
+
+#[test]
+fn tree_text_and_json() {
+    let path = write_log("tree.mrl");
+    let p = path.to_str().unwrap();
+    let out = run(&["tree", p, "--domain", "heap"]);
+    let expected = "\
+heap: 8.7 KiB in 5 allocations live, peak 10.7 KiB, 11.8 KiB allocated in all
+  context             bytes  count      own  own count      peak  instances  per instance  total allocated
+  heap (all)        8.7 KiB      5      0 B          0  10.7 KiB                                  11.8 KiB
+    Level:forest    8.4 KiB      4  2.9 KiB          1  10.4 KiB                                  11.4 KiB
+      Texture:rock  4.5 KiB      2  4.5 KiB          2   4.5 KiB          1       4.5 KiB          4.5 KiB
+      Entities:all  1.0 KiB      1  1.0 KiB          1   1.0 KiB                                   1.0 KiB
+      Texture:sand      0 B      0      0 B          0   2.0 KiB          1         0.0 B          2.0 KiB
+    Audio:mixer       300 B      1    300 B          1     300 B                                     300 B
+    Frame:update        0 B      0      0 B          0       0 B                                      64 B
+";
+    assert!(out.ends_with(expected), "{out}");
+    assert!(out.starts_with(&format!("{p}: context tree at the end\n")), "{out}");
+
+    let v = json(&["tree", p]);
+    assert_eq!(v["report"], "tree");
+    let domains = v["domains"].as_array().unwrap();
+    assert_eq!(domains.len(), 3);
+    let root = &domains[0]["root"];
+    assert_eq!((root["bytes"].as_u64(), root["count"].as_u64()), (Some(8932), Some(5)));
+    assert_eq!((root["peak_bytes"].as_u64(), root["total_bytes"].as_u64()), (Some(10_980), Some(12_044)));
+    let level = &root["children"][0];
+    assert_eq!(level["path"], "Level:forest");
+    assert_eq!(level["context_type"], "Level");
+    assert_eq!(level["name"], "forest");
+    assert_eq!(level["depth"], 1);
+    assert_eq!((level["bytes"].as_u64(), level["count"].as_u64()), (Some(8632), Some(4)));
+    assert_eq!((level["exclusive_bytes"].as_u64(), level["exclusive_count"].as_u64()), (Some(3000), Some(1)));
+    assert_eq!((level["peak_bytes"].as_u64(), level["peak_count"].as_u64()), (Some(10_680), Some(5)));
+    assert_eq!((level["total_bytes"].as_u64(), level["total_count"].as_u64()), (Some(11_680), Some(6)));
+    assert_eq!(level["bytes_per_instance"], Value::Null);
+    let rock = &level["children"][0];
+    assert_eq!(rock["path"], "Level:forest/Texture:rock");
+    assert_eq!(rock["instances"], 1);
+    assert_eq!(rock["bytes_per_instance"], 4608.0);
+    let sand = &level["children"][2];
+    assert_eq!((sand["bytes"].as_u64(), sand["peak_bytes"].as_u64()), (Some(0), Some(2048)));
+    let vram = &domains[1];
+    assert_eq!(vram["domain"]["name"], "vram");
+    assert_eq!(vram["root"]["children"][0]["children"][0]["bytes"], 65536);
+    // Entities:all allocated both entities; the one Frame:update freed stays its.
+    let pool = &domains[2]["root"]["children"];
+    assert_eq!(pool.as_array().unwrap().len(), 1);
+    assert_eq!(pool[0]["children"][0]["path"], "Level:forest/Entities:all");
+    assert_eq!((pool[0]["bytes"].as_u64(), pool[0]["total_bytes"].as_u64()), (Some(128), Some(256)));
+}
+
+#[test]
+fn tree_options() {
+    let path = write_log("tree-options.mrl");
+    let p = path.to_str().unwrap();
+    // --depth 1: top-level contexts only.
+    let v = json(&["tree", p, "--domain", "heap", "--depth", "1"]);
+    let level = &v["domains"][0]["root"]["children"][0];
+    assert_eq!(level["children"].as_array().unwrap().len(), 0);
+    assert_eq!(level["hidden_children"], 3);
+    assert_eq!(v["selection"]["depth"], 1);
+    // --min-bytes: contexts under 1000 live bytes are left out.
+    let v = json(&["tree", p, "--domain", "heap", "--min-bytes", "1000"]);
+    let root = &v["domains"][0]["root"];
+    let names: Vec<&str> = root["children"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["forest"]);
+    assert_eq!(root["hidden_children"], 2);
+    let kids: Vec<&str> =
+        root["children"][0]["children"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(kids, ["rock", "all"]);
+    // --sort name, total, count.
+    let order = |sort: &str| -> Vec<String> {
+        let v = json(&["tree", p, "--domain", "heap", "--sort", sort]);
+        v["domains"][0]["root"]["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(order("name"), ["Audio:mixer", "Frame:update", "Level:forest"]);
+    assert_eq!(order("total"), ["Level:forest", "Audio:mixer", "Frame:update"]);
+    assert_eq!(order("count"), ["Level:forest", "Audio:mixer", "Frame:update"]);
+    // --at: figures at the label, no totals.
+    let v = json(&["tree", p, "--domain", "heap", "--at", "loaded"]);
+    let root = &v["domains"][0]["root"];
+    assert_eq!((root["bytes"].as_u64(), root["count"].as_u64()), (Some(8680), Some(5)));
+    assert_eq!(root["total_bytes"], Value::Null);
+    let level = &root["children"][0];
+    assert_eq!(level["exclusive_bytes"], 1000);
+    assert_eq!(find(&level["children"], "name", "sand")["bytes"], 2048);
+    // Frame:update held nothing at the label or at the peak: not shown.
+    assert!(root["children"].as_array().unwrap().iter().all(|c| c["name"] != "update"));
+    // --thread: the worker's allocations only (its attach put one in Texture:rock).
+    let v = json(&["tree", p, "--thread", "worker", "--domain", "heap"]);
+    let root = &v["domains"][0]["root"];
+    assert_eq!((root["bytes"].as_u64(), root["total_bytes"].as_u64()), (Some(812), Some(812)));
+    assert_eq!(v["selection"]["thread"]["stream"], 2);
+    let rock = &find(&root["children"], "name", "forest")["children"][0];
+    assert_eq!((rock["name"].as_str(), rock["bytes"].as_u64()), (Some("rock"), Some(512)));
+    // Threads by stream number and by OS thread id.
+    assert_eq!(json(&["tree", p, "--thread", "2"])["selection"]["thread"]["name"], "worker");
+    assert_eq!(json(&["tree", p, "--thread", "100"])["selection"]["thread"]["name"], "main");
+    // Domains by id.
+    assert_eq!(json(&["tree", p, "--domain", "2"])["domains"][0]["domain"]["name"], "entity pool");
+}
+
+#[test]
+fn leaks_text_and_json() {
+    let path = write_log("leaks.mrl");
+    let p = path.to_str().unwrap();
+    let v = json(&["leaks", p]);
+    assert_eq!((v["total_bytes"].as_u64(), v["total_count"].as_u64()), (Some(8932 + 65536), Some(6)));
+    let heap = &v["domains"][0];
+    assert_eq!((heap["bytes"].as_u64(), heap["count"].as_u64()), (Some(8932), Some(5)));
+    let ctx: Vec<(&str, u64, u64)> = heap["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["context"].as_str().unwrap(), c["bytes"].as_u64().unwrap(), c["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        ctx,
+        [
+            ("Level:forest/Texture:rock", 4608, 2),
+            ("Level:forest", 3000, 1),
+            ("Level:forest/Entities:all", 1024, 1),
+            ("Audio:mixer", 300, 1)
+        ]
+    );
+    let rock = &heap["contexts"][0]["sites"];
+    assert_eq!(
+        rock[0],
+        serde_json::json!({"stack": 2, "frames": ["0x403000"], "bytes": 4096, "count": 1, "first_seq": 2})
+    );
+    assert_eq!(rock[1], serde_json::json!({"stack": 0, "frames": [], "bytes": 512, "count": 1, "first_seq": 5}));
+    assert_eq!(heap["contexts"][1]["sites"][0]["frames"], serde_json::json!(["0x401000", "0x402000"]));
+    assert_eq!(v["domains"][1]["domain"]["name"], "vram");
+    assert_eq!(v["domains"][1]["contexts"][0]["bytes"], 65536);
+    assert_eq!(v["domains"][2]["contexts"][0]["context"], "Level:forest/Entities:all");
+
+    let out = run(&["leaks", p, "--domain", "heap"]);
+    let expected = "\
+heap: 8.7 KiB in 5 allocations
+    bytes  count  context / callstack
+  4.5 KiB      2  Level:forest/Texture:rock
+  4.0 KiB      1    stack 2: 0x403000
+    512 B      1    (no callstack)
+  2.9 KiB      1  Level:forest
+  2.9 KiB      1    stack 1: 0x401000 < 0x402000
+  1.0 KiB      1  Level:forest/Entities:all
+  1.0 KiB      1    stack 3: 0x404000 < 0x405000 < 0x406000
+    300 B      1  Audio:mixer
+    300 B      1    stack 5: 0x407000
+";
+    assert!(out.ends_with(expected), "{out}");
+    contains_all(&out, &["allocations live at the end of the log", "8.7 KiB in 5 allocations (top-level domains)"]);
+
+    // --limit, --sort name, --thread.
+    let v = json(&["leaks", p, "--domain", "heap", "--limit", "1", "--sort", "name"]);
+    assert_eq!(v["domains"][0]["contexts"][0]["context"], "Audio:mixer");
+    assert_eq!(v["domains"][0]["hidden_contexts"], 3);
+    let v = json(&["leaks", p, "--thread", "worker"]);
+    assert_eq!((v["total_bytes"].as_u64(), v["total_count"].as_u64()), (Some(812), Some(2)));
+}
+
+#[test]
+fn efficiency_text_and_json() {
+    let path = write_log("efficiency.mrl");
+    let p = path.to_str().unwrap();
+    let v = json(&["efficiency", p]);
+    assert_eq!(
+        v["overall"],
+        serde_json::json!({"used_bytes": 256, "capacity_bytes": 1024, "wasted_bytes": 768, "efficiency": 0.25})
+    );
+    assert_eq!(v["peak"], v["overall"]);
+    let c = &v["contexts"][0];
+    assert_eq!(c["context"], "Level:forest/Entities:all");
+    assert_eq!(c["live"], v["overall"]);
+    assert_eq!(c["peak"], v["overall"]);
+    assert_eq!(v["sites"][0]["stack"], 3);
+    assert_eq!(v["sites"][0]["containers"], 1);
+    assert_eq!(v["sites"][0]["frames"], serde_json::json!(["0x404000", "0x405000", "0x406000"]));
+    assert_eq!(v["containers"][0]["address"], "0x8000");
+    assert_eq!(v["containers"][0]["live"]["wasted_bytes"], 768);
+
+    let out = run(&["efficiency", p]);
+    contains_all(
+        &out,
+        &[
+            "at the end:         256 B of 1.0 KiB (25.0%)",
+            "at the heap's peak: 256 B of 1.0 KiB (25.0%)",
+            "256 B   1.0 KiB   768 B       25.0%      256 B        1.0 KiB        768 B      25.0%  Level:forest/Entities:all",
+            "1  256 B   1.0 KiB   768 B       25.0%  stack 3: 0x404000 < 0x405000 < 0x406000",
+            "768 B  256 B   1.0 KiB       25.0%  0x8000   Level:forest/Entities:all",
+        ],
+    );
+    // The worker made no container; VRAM has none.
+    let v = json(&["efficiency", p, "--thread", "worker"]);
+    assert!(v["contexts"].as_array().unwrap().is_empty() && v["containers"].as_array().unwrap().is_empty());
+    let v = json(&["efficiency", p, "--domain", "vram"]);
+    assert_eq!(v["overall"]["efficiency"], Value::Null);
+}
+
+#[test]
+fn instances_text_and_json() {
+    let path = write_log("instances.mrl");
+    let p = path.to_str().unwrap();
+    let v = json(&["instances", p]);
+    let heap = &v["domains"][0];
+    assert_eq!(heap["domain"]["name"], "heap");
+    let t = &heap["types"][0];
+    assert_eq!(t["name"], "Texture");
+    assert_eq!((t["contexts"].as_u64(), t["instances"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (t["bytes"].as_u64(), t["peak_bytes"].as_u64(), t["total_bytes"].as_u64()),
+        (Some(4608), Some(6656), Some(6656))
+    );
+    assert_eq!((t["bytes_per_instance"].as_f64(), t["peak_bytes_per_instance"].as_f64()), (Some(2304.0), Some(3328.0)));
+    let sand = find(&heap["contexts"], "name", "Level:forest/Texture:sand");
+    assert_eq!(
+        (sand["bytes"].as_u64(), sand["peak_bytes"].as_u64(), sand["total_bytes"].as_u64()),
+        (Some(0), Some(2048), Some(2048))
+    );
+    assert_eq!(heap["contexts"][0]["name"], "Level:forest/Texture:rock");
+    let vram = &v["domains"][1]["types"][0];
+    assert_eq!(
+        (vram["bytes_per_instance"].as_f64(), vram["total_bytes_per_instance"].as_f64()),
+        (Some(32768.0), Some(49152.0))
+    );
+    // The pool has no instance context.
+    assert_eq!(v["domains"].as_array().unwrap().len(), 2);
+
+    let v = json(&["instances", p, "--at", "loaded", "--domain", "heap"]);
+    assert_eq!(v["domains"][0]["types"][0]["bytes"], 6656);
+    assert_eq!(v["domains"][0]["types"][0]["bytes_per_instance"], 3328.0);
+
+    let out = run(&["instances", p, "--domain", "heap"]);
+    contains_all(
+        &out,
+        &[
+            "instance contexts at the end (figures include sub-contexts)",
+            "per type  instances  bytes at end  per instance     peak  peak per instance  total allocated  total per instance",
+            "Texture           2       4.5 KiB       2.2 KiB  6.5 KiB            3.2 KiB          6.5 KiB             3.2 KiB",
+            "Level:forest/Texture:rock          1       4.5 KiB       4.5 KiB  4.5 KiB            4.5 KiB          4.5 KiB             4.5 KiB",
+        ],
+    );
+}
+
+fn assert_error(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.contains(needle), "missing `{needle}` in {err}");
+}
+
+#[test]
+fn bad_options_exit_2() {
+    let path = write_log("errors.mrl");
+    let p = path.to_str().unwrap();
+    let one_line = |o: &Output, needle: &str| {
+        assert_error(o, needle);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("replay-cli: ") && err.lines().count() == 1, "{err}");
+    };
+    one_line(
+        &cli(&["summarize", p, "--at", "level loaded"]),
+        "no label \"level loaded\" in the log; labels: \"loaded\"",
+    );
+    one_line(&cli(&["tree", p, "--at", "frame:7"]), "no frame 7 in the log (frames 0..=1); labels: \"loaded\"");
+    one_line(
+        &cli(&["tree", p, "--domain", "gpu"]),
+        "no domain \"gpu\" in the log; domains: \"heap\", \"vram\", \"entity pool\"",
+    );
+    one_line(
+        &cli(&["instances", p, "--thread", "render"]),
+        "no thread \"render\" in the log; threads: 0 \"(recorder metadata)\", 1 \"main\", 2 \"worker\"",
+    );
+    one_line(&cli(&["leaks", p, "--at", "loaded"]), "--at does not apply to `leaks`");
+    one_line(&cli(&["summarize", temp("missing.mrl").to_str().unwrap()]), "cannot read");
+    let text = temp("text.txt");
+    std::fs::write(&text, "not a log at all, but long enough for a header\n").unwrap();
+    one_line(&cli(&["efficiency", text.to_str().unwrap()]), "not a memreplay log");
+    let mut newer = header();
+    newer.version_major = VERSION_MAJOR + 1;
+    let newer_path = temp("newer.mrl");
+    std::fs::write(&newer_path, newer.to_bytes()).unwrap();
+    one_line(&cli(&["tree", newer_path.to_str().unwrap()]), "is not supported");
+
+    // clap's own errors.
+    assert_error(&cli(&["tree", p, "--sort", "size"]), "invalid value 'size'");
+    assert_error(&cli(&["tree", p, "--depth", "0"]), "--depth");
+    assert_error(&cli(&["tree", p, "--at", "frame:x"]), "not a frame number");
+    assert_error(&cli(&["tree", p, "--min-bytes", "lots"]), "not a size");
+    assert_error(&cli(&["leaks", p, "--limit", "some"]), "--limit");
+    assert_error(&cli(&["summarize"]), "LOG");
+    assert_error(&cli(&["summarize", p, "--frobnicate"]), "--frobnicate");
+}
+
+#[test]
+fn every_report_survives_a_truncated_log() {
+    let path = write_log("cut.mrl");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
+    let p = path.to_str().unwrap();
+    for report in ["summarize", "tree", "leaks", "efficiency", "instances"] {
+        run(&[report, p]);
+        json(&[report, p]);
+    }
+    let v = json(&["summarize", p]);
+    assert_eq!(v["integrity"]["complete"], false);
+    assert_eq!(v["capture"]["duration_is_lower_bound"], true);
+    assert!(!v["integrity"]["damage"].as_array().unwrap().is_empty());
+    assert!(run(&["summarize", p]).contains("TRUNCATED"));
+}
+
+#[test]
+fn verbose_logs_timings_on_stderr() {
+    let path = write_log("verbose.mrl");
+    let o = cli(&["-v", "summarize", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("replayed 72 events"), "{err}");
+    // No progress bar when stderr is not a terminal.
+    assert!(!err.contains("replaying"), "{err}");
+}
