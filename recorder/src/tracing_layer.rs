@@ -12,7 +12,9 @@
 //! ```
 //!
 //! The context's name is computed once, when the span is created, and kept in the span's
-//! extensions; entering and leaving a span then cost one context push and pop.
+//! extensions; entering and leaving a span then cost one context push and pop. The name
+//! is allocated and freed with recording suspended (`on_new_span`, `on_close`), so the
+//! log sees neither half of it.
 
 use std::fmt::Write as _;
 
@@ -37,8 +39,12 @@ impl Default for ContextLayer {
     }
 }
 
-/// The context name of a span, stored in its extensions.
+/// The context name of a span, stored in its extensions. Allocated and freed unrecorded.
 struct ContextName(String);
+
+/// Zero-sized: inserted and removed (recorded) before [`ContextName`] is inserted
+/// (unrecorded), so that the extension map's table never grows unrecorded.
+struct Room;
 
 impl ContextLayer {
     /// Contexts of type "Span" named after the span.
@@ -111,13 +117,17 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        // The name is the layer's memory, not the program's: keep it out of the log.
-        crate::untracked(|| {
-            if let Some(span) = ctx.span(id) {
-                let name = self.context_name(span.name(), attrs);
-                span.extensions_mut().insert(ContextName(name));
-            }
-        });
+        let Some(span) = ctx.span(id) else { return };
+        let mut ext = span.extensions_mut();
+        // The extension map's table is the registry's: it keeps it with the span's slot
+        // and frees it, recorded, when it is dropped. So it must also grow where that is
+        // recorded: make room for one more entry first (a zero-sized value allocates
+        // nothing but the table, and removing it keeps the room).
+        ext.insert(Room);
+        let _ = ext.remove::<Room>();
+        // The name is the layer's memory, not the program's: keep it out of the log. It
+        // is freed in `on_close`, unrecorded too (the registry would free it recorded).
+        crate::untracked(|| ext.insert(ContextName(self.context_name(span.name(), attrs))));
     }
 
     fn on_record(&self, _id: &Id, _values: &Record<'_>, _ctx: Context<'_, S>) {}
@@ -136,5 +146,14 @@ where
     fn on_exit(&self, _id: &Id, _ctx: Context<'_, S>) {
         #[cfg(feature = "capture_replay_log")]
         crate::imp::context_pop();
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        // Layers see `on_close` before the registry clears the span's extensions (its
+        // close guard clears them when `try_close` returns), so the name is still here.
+        if let Some(span) = ctx.span(&id) {
+            let mut ext = span.extensions_mut();
+            crate::untracked(|| drop(ext.remove::<ContextName>()));
+        }
     }
 }

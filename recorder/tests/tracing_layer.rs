@@ -1,9 +1,9 @@
 //! Spans entered under the tracing layer become contexts, named as configured.
 
 use std::alloc::System;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use memreplay_format::{Event, Log};
+use memreplay_format::{merge_by_seq, Event, Log, Part, HEAP_DOMAIN};
 use tracing_subscriber::prelude::*;
 
 #[global_allocator]
@@ -46,4 +46,127 @@ fn entered_spans_become_contexts() {
     let alloc = events.iter().position(|e| matches!(e, Event::Alloc { size: 31_337, .. })).unwrap();
     let pop = events.iter().position(|e| matches!(e, Event::ContextPop)).unwrap();
     assert!(push < alloc && alloc < pop, "the allocation is made inside the span's context");
+}
+
+const ROUNDS: usize = 400;
+
+/// The child side of `span_names_are_neither_allocated_nor_freed_in_the_log`: does
+/// nothing unless that test runs this binary again. A process of its own, so that the
+/// session is the process's first and nothing a previous session allocated (tracing's
+/// global list of dispatchers, for one) is freed during it.
+#[test]
+fn span_churn_child() {
+    let Ok(path) = std::env::var("MEMREPLAY_TEST_SPAN_CHURN") else { return };
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    // A thread started inside the session, with a registry made and dropped inside it:
+    // everything it frees was allocated while recording.
+    std::thread::Builder::new()
+        .name("spans".into())
+        .spawn(|| {
+            let layer = memreplay::tracing_layer::ContextLayer::new().with_fields(&["asset", "n"]);
+            let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+            let mut kept = Vec::new();
+            for i in 0..ROUNDS {
+                let outer = tracing::info_span!("load", asset = format!("rock{}.dds", i % 7).as_str());
+                let _outer = outer.enter();
+                let v = vec![i as u8; 100 + i];
+                {
+                    // Nested, entered twice, and one never entered: all created and closed.
+                    let inner = tracing::info_span!("decode", n = i);
+                    inner.in_scope(|| std::hint::black_box(vec![0u8; 40]));
+                    inner.in_scope(|| kept.push(Box::new(i)));
+                    drop(tracing::info_span!("skipped", n = i));
+                }
+                drop(v);
+            }
+            drop(kept);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    memreplay::stop().unwrap();
+}
+
+/// The layer's own memory (span names) is out of the log on both sides: every heap free
+/// the log holds is of an address the log saw allocated and not yet freed. (A name
+/// allocated unrecorded but freed recorded by the registry when the span closes shows up
+/// as a free of an unseen address, and, as the next span reuses it, as a double free.)
+#[test]
+fn span_names_are_neither_allocated_nor_freed_in_the_log() {
+    let path = std::env::temp_dir().join(format!("memreplay-tracing-close-{}.mrl", std::process::id()));
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["span_churn_child", "--exact", "--test-threads=1", "--nocapture"])
+        .env("MEMREPLAY_TEST_SPAN_CHURN", &path)
+        .env_remove("MEMREPLAY_LOG")
+        .env_remove("MEMREPLAY_OPTIONS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "child: {}", String::from_utf8_lossy(&out.stderr));
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+
+    let names: HashMap<u32, &str> = log
+        .events()
+        .filter_map(|(_, e)| match e {
+            Event::DefineString { id, text } => Some((*id, text.as_str())),
+            _ => None,
+        })
+        .collect();
+    let spans_thread = log
+        .events()
+        .find_map(|(t, e)| {
+            matches!(e, Event::ThreadInfo { name, .. } if names.get(name) == Some(&"spans")).then_some(t)
+        })
+        .expect("the spans thread is in the log");
+    let pushes = log.events().filter(|(t, e)| *t == spans_thread && matches!(e, Event::ContextPush { .. })).count();
+    assert_eq!(pushes, ROUNDS * 3, "every entry of the load and decode spans is a context");
+    let pushed_names: HashSet<&str> = log
+        .events()
+        .filter_map(|(_, e)| match e {
+            Event::ContextPush { name, .. } => Some(names[name]),
+            _ => None,
+        })
+        .collect();
+    assert!(pushed_names.contains("load asset=rock3.dds") && pushed_names.contains("decode n=399"));
+
+    // Replay the heap in the global order.
+    let mut live = HashSet::new();
+    let mut freed = HashSet::new();
+    let (mut frees, mut unseen_elsewhere) = (0, 0);
+    let mut bad = Vec::new();
+    for te in merge_by_seq(&log.blocks) {
+        let (alloc, free) = match (te.event, te.part) {
+            (&Event::Alloc { domain: HEAP_DOMAIN, addr, .. }, _) => (Some(addr), None),
+            (&Event::Free { domain: HEAP_DOMAIN, addr, .. }, _) => (None, Some(addr)),
+            (&Event::Realloc { old_addr, .. }, Part::ReallocFree) => (None, Some(old_addr)),
+            (&Event::Realloc { new_addr, .. }, Part::ReallocAlloc) => (Some(new_addr), None),
+            _ => (None, None),
+        };
+        if let Some(addr) = alloc {
+            live.insert(addr);
+            freed.remove(&addr);
+        }
+        if let Some(addr) = free {
+            frees += 1;
+            if live.remove(&addr) {
+                freed.insert(addr);
+            } else if freed.contains(&addr) {
+                bad.push(format!("double free of {addr:#x} on thread {}", te.thread));
+            } else if te.thread == spans_thread {
+                bad.push(format!("free of {addr:#x}, never allocated in the log, on the spans thread"));
+            } else {
+                // Another thread freeing memory it allocated before the session started.
+                unseen_elsewhere += 1;
+                freed.insert(addr);
+            }
+        }
+    }
+    assert!(frees > ROUNDS * 3, "the log holds the program's frees: {frees}");
+    assert!(
+        bad.is_empty(),
+        "{} bad frees of {frees} (and {unseen_elsewhere} pre-start frees elsewhere), first: {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
 }
