@@ -16,7 +16,8 @@
 //! (VmHWM) minus the not-recording run's is the recorder's own memory.
 //!
 //! `RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p memreplay-benches --bench log_size`
-//! (`-- --events N` changes the workload size; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
+//! (`-- --events N` changes the workload size; `-- --only PREFIX` runs only the setups
+//! named so, e.g. `threads4`; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
 
 use std::alloc::{Layout, System};
 use std::collections::VecDeque;
@@ -272,8 +273,14 @@ fn child(setup: &Setup, events: u64) {
         let file = std::fs::metadata(&path).map_or(0, |m| m.len());
         line += &format!(
             " file={file} log_events={} stacks={stacks} depth_min={dmin} depth_max={dmax} depth_mean={dmean:.1} \
-             bp_waits={} bp_ns={} peak_buffer={} lost={}",
-            stats.events, stats.backpressure_waits, stats.backpressure_ns, stats.peak_buffer_bytes, stats.lost_events
+             bp_waits={} bp_ns={} peak_buffer={} peak_buffers={} max_buffers={} lost={}",
+            stats.events,
+            stats.backpressure_waits,
+            stats.backpressure_ns,
+            stats.peak_buffer_bytes,
+            stats.peak_buffers,
+            stats.max_buffers,
+            stats.lost_events
         );
     }
     println!("CHILD {line}");
@@ -343,8 +350,10 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         f(r, "bp_ns") / made
     );
     println!(
-        "  peak buffer memory        {:.2} MiB (SessionStats.peak_buffer_bytes)",
-        f(r, "peak_buffer") / (1 << 20) as f64
+        "  peak buffer memory        {:.2} MiB = {} buffers, {} paid for by buffer_memory (SessionStats.peak_buffer_bytes, peak_buffers, max_buffers)",
+        f(r, "peak_buffer") / (1 << 20) as f64,
+        f(r, "peak_buffers"),
+        f(r, "max_buffers")
     );
     println!(
         "  peak RSS over start       {:.2} MiB; not recording {:.2} MiB; recorder = {:.2} MiB{}",
@@ -394,8 +403,11 @@ fn main() {
         "log_size: {events} heap events per workload run, {tight_events} per saturation run, {churn_events} from \
          {CHURN_THREADS} threads per threads run; each in its own process"
     );
+    // `-- --only threads4`: only the setups whose name starts with this (and their
+    // not-recording baseline, which shares the prefix).
+    let only = arg("--only").map(String::as_str).unwrap_or("");
     let mut base = None;
-    for s in &SETUPS {
+    for s in SETUPS.iter().filter(|s| s.name.starts_with(only)) {
         let n = if s.name.starts_with("saturation") {
             tight_events
         } else if s.name.starts_with("threads") {

@@ -99,6 +99,12 @@ pub struct SessionStats {
     pub backpressure_ns: u64,
     /// Most buffer memory the recorder held at once, in bytes.
     pub peak_buffer_bytes: u64,
+    /// Most event buffers the recorder held at once.
+    pub peak_buffers: u32,
+    /// Event buffers `Config::buffer_memory` pays for. The recorder holds more only while
+    /// threads that registered when all were in use (one extra buffer each, so that a new
+    /// thread never waits) have not yet been paid back by the writer returning buffers.
+    pub max_buffers: u32,
 }
 
 /// Starts recording to `config.path`. Fails if a session is already recording.

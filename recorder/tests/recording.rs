@@ -204,3 +204,55 @@ fn domains_resources_attaches_and_reallocs_are_recorded() {
         "free callstacks were asked for"
     );
 }
+
+/// Short-lived threads, a few at a time, while the writer is behind: each new thread
+/// takes a buffer past the pool's bound (it never waits), and those extra buffers are
+/// freed again as the writer returns buffers. The pool stays within its bound plus one
+/// buffer per thread alive at once, however many threads come and go.
+#[test]
+fn thread_churn_keeps_buffer_memory_bounded() {
+    const THREADS: usize = 120;
+    const AT_ONCE: usize = 4;
+    const PAIRS: usize = 3000;
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("churn.mrl");
+    // The smallest pool (1 MiB), 16-frame stacks: every thread fills many buffers and
+    // the writer falls behind, so threads register while every buffer is in use.
+    memreplay::start(memreplay::Config::new(&path).buffer_memory(1 << 20)).unwrap();
+    let mut alive = std::collections::VecDeque::new();
+    for t in 0..THREADS {
+        if alive.len() == AT_ONCE {
+            let h: std::thread::JoinHandle<()> = alive.pop_front().unwrap();
+            h.join().unwrap();
+        }
+        alive.push_back(std::thread::spawn(move || {
+            for i in 0..PAIRS {
+                std::hint::black_box(vec![t as u8; 16 + i % 200]);
+            }
+        }));
+    }
+    for h in alive {
+        h.join().unwrap();
+    }
+    let stats = memreplay::stop().unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(stats.threads as usize >= THREADS, "{stats:?}");
+    assert!(stats.events as usize >= THREADS * PAIRS * 2, "{stats:?}");
+    assert!(stats.backpressure_waits > 0, "the writer fell behind (else nothing is tested): {stats:?}");
+    assert_eq!(
+        stats.peak_buffer_bytes / stats.peak_buffers as u64 * stats.peak_buffers as u64,
+        stats.peak_buffer_bytes
+    );
+    assert!(stats.max_buffers as u64 * (stats.peak_buffer_bytes / stats.peak_buffers as u64) <= 1 << 20);
+    // Past the bound, buffers the writer returns are freed, and a thread that took one
+    // past it cannot get its next buffer until the excess is gone: so the excess is at
+    // most one buffer per thread alive at once (the workers, this thread, the shared
+    // stream of exiting threads), where without the fix it grew with every thread.
+    let bound = stats.max_buffers as usize + AT_ONCE + 2;
+    assert!(
+        stats.peak_buffers as usize <= bound,
+        "{} buffers at the peak, bound {bound} ({} + {AT_ONCE} threads + 2): {stats:?}",
+        stats.peak_buffers,
+        stats.max_buffers
+    );
+}

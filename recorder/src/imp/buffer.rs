@@ -84,8 +84,10 @@ fn layout() -> Layout {
     Layout::new::<Buffer>()
 }
 
-/// The fixed set of buffers: at most `max` exist (plus one per thread that registers
-/// while all are in use, so that a new thread never waits on idle ones).
+/// The fixed set of buffers: at most `max` exist, plus one per thread that registers
+/// while all are in use (so that a new thread never waits on idle ones). Those extra
+/// buffers are temporary: while more than `max` exist, every buffer the writer returns is
+/// freed instead of pooled, so thread churn never makes the pool grow.
 pub(crate) struct BufferPool {
     free_tx: Sender<BufPtr>,
     free_rx: Receiver<BufPtr>,
@@ -117,8 +119,8 @@ impl BufferPool {
         self.max * 4 + 1024
     }
 
-    fn allocate(&self) -> BufPtr {
-        let n = self.allocated.fetch_add(1, Ordering::Relaxed) + 1;
+    /// A new buffer, already counted: `n` buffers exist with it.
+    fn allocate(&self, n: usize) -> BufPtr {
         self.peak.fetch_max(n, Ordering::Relaxed);
         // SAFETY: non-zero-sized layout. Only the header is initialised: the data area is
         // written before it is published and never read before that.
@@ -141,8 +143,16 @@ impl BufferPool {
         if let Ok(b) = self.free_rx.try_recv() {
             return b;
         }
-        if force || self.allocated.load(Ordering::Relaxed) < self.max {
-            return self.allocate();
+        if force {
+            let n = self.allocated.fetch_add(1, Ordering::Relaxed) + 1;
+            return self.allocate(n);
+        }
+        // Only forced takes go past `max`: reserve the count first, so that threads
+        // racing here cannot overshoot together.
+        if let Ok(n) =
+            self.allocated.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < self.max).then_some(n + 1))
+        {
+            return self.allocate(n + 1);
         }
         // Back-pressure: the writer is behind. Wait for it; never drop events.
         let t = Instant::now();
@@ -152,9 +162,10 @@ impl BufferPool {
         b
     }
 
-    /// Returns a consumed buffer (writer thread only).
+    /// Returns a consumed buffer (writer thread only). Frees it instead while more than
+    /// `max` exist (forced takes made them), or if the free channel is full.
     pub fn give(&self, b: BufPtr) {
-        if self.free_tx.try_send(b).is_err() {
+        if self.allocated.load(Ordering::Relaxed) > self.max || self.free_tx.try_send(b).is_err() {
             self.release(b);
         }
     }
@@ -172,7 +183,17 @@ impl BufferPool {
         }
     }
 
+    /// Most buffers that existed at once.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Buffers the configured memory pays for.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     pub fn peak_bytes(&self) -> u64 {
-        (self.peak.load(Ordering::Relaxed) * std::mem::size_of::<Buffer>()) as u64
+        (self.peak() * std::mem::size_of::<Buffer>()) as u64
     }
 }

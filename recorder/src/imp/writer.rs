@@ -218,6 +218,8 @@ pub(crate) fn run(
         backpressure_waits: session.pool.waits.load(Ordering::Relaxed),
         backpressure_ns: session.pool.wait_ns.load(Ordering::Relaxed),
         peak_buffer_bytes: session.pool.peak_bytes(),
+        peak_buffers: session.pool.peak() as u32,
+        max_buffers: session.pool.max() as u32,
     };
     tracing::info!(
         target: "memreplay",
