@@ -736,11 +736,12 @@ impl Model {
                 let f = self.freed_from.entry((l.stack, domain)).or_default().entry(stack).or_default();
                 f.0 += 1;
                 f.1 += l.size;
-                self.freed.insert((domain, addr));
             }
             None if self.freed.contains(&(domain, addr)) => self.anomalies.double_frees += 1,
             None => self.anomalies.untracked_frees += 1,
         }
+        // Freed, whether it was known or not: a second free is a double free.
+        self.freed.insert((domain, addr));
     }
 
     /// What every slot (of `domain`, or of all) holds now, summed from the live set.
@@ -846,9 +847,8 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
 
     // Domains.
     let domains: BTreeMap<DomainId, (u64, u64, u64, u64, Peak)> = s
-        .domains
-        .iter()
-        .map(|(&d, t)| (d, (t.live_bytes, t.live_count, t.total_bytes, t.total_count, t.peak.clone())))
+        .domains()
+        .map(|t| (t.id, (t.live_bytes, t.live_count, t.total_bytes, t.total_count, t.peak.clone())))
         .collect();
     let expected: BTreeMap<DomainId, (u64, u64, u64, u64, Peak)> = m
         .domain_totals
@@ -865,7 +865,7 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
     let sites: BTreeMap<(u32, DomainId), SiteM> = s
         .sites
         .iter()
-        .map(|(&k, site)| (k, (site.now, site.freed_from.iter().map(|(&f, &v)| (f, v)).collect())))
+        .map(|site| ((site.stack, site.domain), (site.now, site.frees_by_stack().collect())))
         .collect();
     let mut site_held: BTreeMap<(u32, DomainId), Held> = BTreeMap::new();
     for ((d, _), l) in &m.live {
@@ -912,7 +912,7 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
     // Anomalies, events, threads.
     prop_assert_eq!(&s.anomalies, &m.anomalies, "anomalies");
     prop_assert_eq!(s.events, p.events.values().sum::<u64>());
-    let threads: BTreeMap<u32, (u64, u64)> = s.threads.iter().map(|(&t, th)| (t, (th.events, th.os_tid))).collect();
+    let threads: BTreeMap<u32, (u64, u64)> = s.threads().map(|th| (th.id, (th.events, th.os_tid))).collect();
     let expected: BTreeMap<u32, (u64, u64)> = p.events.iter().map(|(&t, &n)| (t, (n, 999 + u64::from(t)))).collect();
     prop_assert_eq!(threads, expected, "threads");
     prop_assert_eq!(s.end_time_ns, m.times.values().copied().max().unwrap_or(0));

@@ -78,7 +78,7 @@ fn default_run_reports_the_demos_figures() {
     assert_eq!(s.total.total.bytes, heap.total.bytes + vram.total.bytes + system.total.bytes);
     // Who held what at the peak adds up to the peak.
     for d in &s.domains {
-        let engine = &end.state().domains[&d.domain.id].peak;
+        let engine = &end.state().domain(d.domain.id).expect("the domain allocated").peak;
         assert_eq!((d.peak.bytes, d.peak.count), (engine.bytes, engine.count), "{}", d.domain.name);
     }
     let top = s.top_contexts.iter().find(|t| t.domain == VRAM_LOCAL).unwrap();

@@ -88,83 +88,88 @@ impl IndexedLog {
             .map(|t| Cursor { thread: t.thread, queue: VecDeque::new(), pos: 0, part: 0, undecoded: t.blocks.len() })
             .collect();
         let batch = (rayon::current_num_threads() * 4).max(8);
-        let mut next = 0usize;
         let mut handed_out = 0u64;
         let mut damage: Vec<Damage> = Vec::new();
+        let file = &self.file;
+        let threads = &self.threads;
 
-        // Decodes the next batch of blocks (in key order) into their threads' queues.
-        let mut decode_batch = |next: &mut usize, cursors: &mut [Cursor]| {
-            let end = (*next + batch).min(order.len());
-            let decoded: Vec<(usize, Result<Vec<Event>, Damage>)> = order[*next..end]
-                .par_iter()
-                .map(|&(_, offset, ti)| {
-                    let frame = frames[&offset];
-                    let result = Block::read_at(&self.file, offset, frame)
-                        .map_err(|e| memreplay_format::BlockError::Malformed { offset: 0, what: io_what(&e) })
-                        .and_then(|b| b.decode())
-                        .map(|d| d.events)
-                        .map_err(|error| Damage::BadBlock {
-                            offset,
-                            thread: frame.thread,
-                            events: frame.event_count,
-                            first_seq: frame.first_seq,
-                            last_seq: frame.last_seq,
-                            error,
-                        });
-                    (ti, result)
-                })
-                .collect();
-            for (ti, result) in decoded {
-                let c = &mut cursors[ti];
-                c.undecoded -= 1;
-                match result {
-                    Ok(events) => c.queue.push_back(events),
-                    Err(d) => damage.push(d),
+        std::thread::scope(|scope| {
+            // Decoding runs ahead of the merge on its own thread (and rayon's pool), a few
+            // batches at most, so decoding and replaying overlap.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, Result<Vec<Event>, Damage>)>>(LOOKAHEAD);
+            let order_ref = &order;
+            let frames = &frames;
+            scope.spawn(move || {
+                for chunk in order_ref.chunks(batch) {
+                    let decoded = chunk
+                        .par_iter()
+                        .map(|&(_, offset, ti)| (ti, decode_block(file, offset, frames[&offset])))
+                        .collect();
+                    if tx.send(decoded).is_err() {
+                        return;
+                    }
+                }
+            });
+
+            let mut next = 0usize;
+            // Takes the next decoded batch (in key order) into its threads' queues.
+            let mut decode_batch = |next: &mut usize, cursors: &mut [Cursor]| {
+                let Ok(decoded) = rx.recv() else {
+                    *next = order.len();
+                    return;
+                };
+                *next = (*next + decoded.len()).min(order.len());
+                for (ti, result) in decoded {
+                    let c = &mut cursors[ti];
+                    c.undecoded -= 1;
+                    match result {
+                        Ok(events) => c.queue.push_back(events),
+                        Err(d) => damage.push(d),
+                    }
+                }
+            };
+            let frontier = |next: usize| order.get(next).map_or(u64::MAX, |o| o.0);
+
+            let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+            for (ti, c) in cursors.iter().enumerate() {
+                if let Some(k) = c.head_key(threads[ti].next_key(c)) {
+                    heap.push(Reverse((k, ti)));
                 }
             }
-            *next = end;
-        };
-        let frontier = |next: usize| order.get(next).map_or(u64::MAX, |o| o.0);
-
-        let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
-        for (ti, c) in cursors.iter().enumerate() {
-            if let Some(k) = c.head_key(self.threads[ti].next_key(c)) {
-                heap.push(Reverse((k, ti)));
+            while let Some(Reverse((key, ti))) = heap.pop() {
+                // Nothing undecoded may come before `key`.
+                while key >= frontier(next) && next < order.len() {
+                    decode_batch(&mut next, &mut cursors);
+                }
+                let c = &mut cursors[ti];
+                match c.head(threads[ti].next_key(c)) {
+                    Head::Item(k) if k == key => {}
+                    Head::Item(k) => {
+                        heap.push(Reverse((k, ti)));
+                        continue;
+                    }
+                    // Its next block was damaged and skipped: wait for the one after.
+                    Head::NeedBlock(k) => {
+                        heap.push(Reverse((k, ti)));
+                        continue;
+                    }
+                    // Only unsequenced events left: they come after every sequenced one.
+                    Head::Done => continue,
+                }
+                // Hand out the thread's items while they come before every other thread's.
+                let limit = heap.peek().map_or(u64::MAX, |Reverse((k, _))| *k).min(frontier(next));
+                let next_block = threads[ti].next_key(c);
+                handed_out += c.emit_run(key, limit, next_block, &mut f);
+                progress(handed_out);
+                if let Some(k) = c.head_key(threads[ti].next_key(c)) {
+                    heap.push(Reverse((k, ti)));
+                }
             }
-        }
-        while let Some(Reverse((key, ti))) = heap.pop() {
-            // Nothing undecoded may come before `key`.
-            while key >= frontier(next) && next < order.len() {
+            // Threads whose last events are unsequenced, and any blocks left (all unsequenced).
+            while next < order.len() {
                 decode_batch(&mut next, &mut cursors);
             }
-            let c = &mut cursors[ti];
-            match c.head(self.threads[ti].next_key(c)) {
-                Head::Item(k) if k == key => {}
-                Head::Item(k) => {
-                    heap.push(Reverse((k, ti)));
-                    continue;
-                }
-                // Its next block was damaged and skipped: wait for the one after.
-                Head::NeedBlock(k) => {
-                    heap.push(Reverse((k, ti)));
-                    continue;
-                }
-                // Only unsequenced events left: they come after every sequenced one.
-                Head::Done => continue,
-            }
-            // Hand out the thread's items while they come before every other thread's.
-            let limit = heap.peek().map_or(u64::MAX, |Reverse((k, _))| *k).min(frontier(next));
-            let next_block = self.threads[ti].next_key(c);
-            handed_out += c.emit_run(key, limit, next_block, &mut f);
-            progress(handed_out);
-            if let Some(k) = c.head_key(self.threads[ti].next_key(c)) {
-                heap.push(Reverse((k, ti)));
-            }
-        }
-        // Threads whose last events are unsequenced, and any blocks left (all unsequenced).
-        while next < order.len() {
-            decode_batch(&mut next, &mut cursors);
-        }
+        });
         for c in &mut cursors {
             handed_out += c.drain(&mut f);
         }
@@ -178,6 +183,25 @@ impl ThreadBlocks {
     fn next_key(&self, c: &Cursor) -> Option<u64> {
         (c.undecoded > 0).then(|| self.blocks[self.blocks.len() - c.undecoded].2)
     }
+}
+
+/// Batches of decoded blocks the decoding thread may run ahead of the merge.
+const LOOKAHEAD: usize = 4;
+
+/// Reads one block again and decodes it; damage found now is reported like pass one's.
+fn decode_block(file: &File, offset: u64, frame: BlockFrame) -> Result<Vec<Event>, Damage> {
+    Block::read_at(file, offset, frame)
+        .map_err(|e| memreplay_format::BlockError::Malformed { offset: 0, what: io_what(&e) })
+        .and_then(|b| b.decode())
+        .map(|d| d.events)
+        .map_err(|error| Damage::BadBlock {
+            offset,
+            thread: frame.thread,
+            events: frame.event_count,
+            first_seq: frame.first_seq,
+            last_seq: frame.last_seq,
+            error,
+        })
 }
 
 fn io_what(e: &std::io::Error) -> &'static str {
@@ -282,7 +306,9 @@ impl Cursor {
     }
 
     /// Hands out items up to the sequenced one keyed `first`, then on while this thread's
-    /// next sequenced item stays below `limit`. Returns how many.
+    /// next sequenced item stays below `limit` (`first < limit`: the caller decoded every
+    /// block that could come before it). Unsequenced items go out only once the
+    /// sequenced item after them is known to go out too. Returns how many.
     fn emit_run(
         &mut self,
         first: u64,
@@ -290,34 +316,31 @@ impl Cursor {
         next_block: Option<u64>,
         f: &mut impl FnMut(u32, &Event, Part),
     ) -> u64 {
-        let mut n = 0;
-        let mut target = first;
-        loop {
-            n += self.emit_through(target, f);
-            match self.head(next_block) {
-                Head::Item(k) if k < limit => target = k,
-                _ => return n,
-            }
-        }
-    }
-
-    /// Hands out items up to and including the sequenced one keyed `key` (this thread's
-    /// next sequenced item).
-    fn emit_through(&mut self, key: u64, f: &mut impl FnMut(u32, &Event, Part)) -> u64 {
-        let mut n = 0;
+        debug_assert!(first < limit);
         let thread = self.thread;
-        while let Some((e, part)) = self.current() {
+        let mut n = 0;
+        // Whether the unsequenced items before the next sequenced one may go out.
+        let mut cleared = false;
+        loop {
+            let Some((e, part)) = self.current() else { return n };
             let (k, p) = item(e, part);
             let is_realloc = matches!(e, Event::Realloc { .. });
+            match k {
+                Some(k) if k >= limit => return n,
+                Some(_) => cleared = false,
+                None if !cleared => match self.head(next_block) {
+                    Head::Item(k) if k < limit => {
+                        cleared = true;
+                        continue;
+                    }
+                    _ => return n,
+                },
+                None => {}
+            }
             f(thread, e, p);
             n += 1;
             self.advance(is_realloc);
-            if k.is_some() {
-                debug_assert_eq!(k, Some(key));
-                break;
-            }
         }
-        n
     }
 
     /// Hands out everything left.

@@ -111,6 +111,8 @@ pub struct Slot {
     pub domain: u32,
     pub thread: u32,
     pub now: Figures,
+    /// Index of its domain in `ReplayState::domains`.
+    dom: u32,
     /// What it held at its domain's peak number `peak_epoch` (see the module comment).
     at_peak: Held,
     peak_epoch: u64,
@@ -131,22 +133,24 @@ pub struct Node {
     pub children: Vec<NodeId>,
 }
 
-/// A live allocation.
+/// A live allocation: 32 bytes, since the replay's cost is mostly the cache misses of
+/// the live-allocation maps. Container usage is kept aside (`ReplayState::used`).
 #[derive(Debug, Clone, Copy)]
 struct Live {
     size: u64,
-    slot: u32,
-    stack: u32,
+    seq: u64,
     /// The allocating thread's allocation count at this allocation (for temporaries).
     thread_alloc_no: u64,
-    /// Bytes used, if the container reported its usage.
-    used: Option<u64>,
-    seq: u64,
+    slot: u32,
+    /// Index into `ReplayState::sites`.
+    site: u32,
 }
 
 /// A domain's running totals and where its peak was.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DomainTotals {
+    /// The domain's id in the log.
+    pub id: u32,
     pub live_bytes: u64,
     pub live_count: u64,
     pub total_bytes: u64,
@@ -171,6 +175,8 @@ pub struct Peak {
 /// Per-thread replay state.
 #[derive(Debug, Clone, Default)]
 pub struct ThreadState {
+    /// The stream id of the thread in the log.
+    pub id: u32,
     pub os_tid: u64,
     /// String id of its name (0 = unnamed).
     pub name: u32,
@@ -180,6 +186,9 @@ pub struct ThreadState {
     attaches: Vec<Option<NodeId>>,
     allocs: u64,
     time_ns: u64,
+    /// The slot of its latest allocation: (node, domain index, slot). Most allocations
+    /// go to the same slot as the one before, which spares the slot lookup.
+    last_slot: Option<(NodeId, u32, u32)>,
 }
 
 /// A named point in time, with what every slot held there.
@@ -231,9 +240,22 @@ pub struct DomainInfo {
 /// Figures of one allocation site (callstack), per domain.
 #[derive(Debug, Clone, Default)]
 pub struct Site {
+    pub stack: u32,
+    pub domain: u32,
     pub now: Figures,
-    /// Free callstack id → (frees, bytes) of this site's blocks.
-    pub freed_from: FxMap<u32, (u64, u64)>,
+    /// (frees, bytes) of this site's blocks freed without a callstack, and by free
+    /// callstack id for the others: kept apart so that a log without free callstacks
+    /// never touches the map (see [`Site::frees_by_stack`]).
+    freed_without_stack: (u64, u64),
+    freed_from: FxMap<u32, (u64, u64)>,
+}
+
+impl Site {
+    /// Where this site's blocks were freed: (free callstack id, or 0 for none; frees, bytes).
+    pub fn frees_by_stack(&self) -> impl Iterator<Item = (u32, (u64, u64))> + '_ {
+        let none = (self.freed_without_stack.0 > 0).then_some((0, self.freed_without_stack));
+        none.into_iter().chain(self.freed_from.iter().map(|(&k, &v)| (k, v)))
+    }
 }
 
 /// Options that change what the replay keeps.
@@ -248,14 +270,17 @@ pub struct ReplayOptions {
 pub struct ReplayState {
     pub nodes: Vec<Node>,
     pub slots: Vec<Slot>,
-    pub threads: FxMap<u32, ThreadState>,
-    pub domains: FxMap<u32, DomainTotals>,
+    /// Threads, in order of first appearance (see [`ReplayState::threads`]).
+    threads: Vec<ThreadState>,
+    /// Domains that saw an allocation or free, in order of first appearance (see
+    /// [`ReplayState::domains`]); `live` is indexed alike.
+    domains: Vec<DomainTotals>,
     pub domain_info: FxMap<u32, DomainInfo>,
     pub strings: FxMap<u32, String>,
     pub stacks: FxMap<u32, Vec<u64>>,
     pub context_types: FxMap<u32, u32>,
-    /// (stack, domain) → site figures.
-    pub sites: FxMap<(u32, u32), Site>,
+    /// Allocation sites, one per (stack, domain) that allocated (see [`ReplayState::site`]).
+    pub sites: Vec<Site>,
     pub labels: Vec<Marker>,
     pub frames: Vec<FrameMark>,
     /// The snapshot asked for with [`ReplayOptions::snapshot_frame`].
@@ -270,17 +295,115 @@ pub struct ReplayState {
     options: ReplayOptions,
     children: FxMap<(NodeId, u32, u32), NodeId>,
     slot_index: FxMap<(NodeId, u32, u32), u32>,
-    live: Vec<FxMap<u64, Live>>,
+    site_index: FxMap<(u32, u32), u32>,
+    /// Site index of (stack, heap) for stack ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
+    heap_sites: Vec<u32>,
+    thread_index: FxMap<u32, u32>,
+    /// The last thread looked up: (id, index). Events come in runs of one thread.
+    last_thread: Option<(u32, u32)>,
+    domain_index: FxMap<u32, u32>,
+    /// Index in `domains` of domain ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
+    direct_domains: Vec<u32>,
+    live: Vec<LiveAllocations>,
+    /// Bytes used of the live heap allocations that reported their usage.
+    used: FxMap<u64, u64>,
     /// Live heap allocations for which [`indexed`] holds, by address, for attaches to
     /// interior pointers (the others are found by probing back from the address).
     big: std::collections::BTreeMap<u64, u64>,
-    freed: std::collections::HashSet<(u32, u64), BuildHasherDefault<FxHasher>>,
     current_frame: Option<u64>,
     last_label: Option<u32>,
 }
 
-/// Heap allocations of at least this size are indexed for interior-pointer lookups.
-const BIG: u64 = 256;
+/// Ids (stacks, domains) below this are looked up in plain tables, the rest in maps: the
+/// recorder numbers them from 1, a foreign log might not.
+const DIRECT_IDS: usize = 1 << 16;
+
+/// Heap allocations of at least this size are indexed for interior-pointer lookups;
+/// smaller ones are found by probing back from the address, at most `BIG / 8` lookups.
+/// Attaches are rare and allocations are many: the index is what every allocation pays.
+const BIG: u64 = 4096;
+
+/// Freed addresses are remembered (to tell a double free from a free of memory allocated
+/// before the recording) until they outnumber both the live allocations and this.
+pub const FREED_REMEMBERED: usize = 1 << 20;
+
+/// What a free found at its address.
+enum Freed {
+    /// The live allocation it ends.
+    Live(Live),
+    /// The address was freed already and not allocated again.
+    Again,
+    /// Nothing known: memory allocated before the recording (or freed so long ago that
+    /// the address was forgotten, see [`FREED_REMEMBERED`]).
+    Unknown,
+}
+
+/// One domain's live allocations by address, plus a tombstone for each address freed
+/// since it was last allocated. The tombstone costs nothing extra: a free finds the entry
+/// anyway, and marks it instead of removing it, so the replay probes the map once per
+/// event. Tombstones are swept when they outnumber the live allocations and
+/// [`FREED_REMEMBERED`], which bounds memory by the live allocations.
+#[derive(Debug, Clone, Default)]
+struct LiveAllocations {
+    map: FxMap<u64, Live>,
+    freed: usize,
+}
+
+impl Live {
+    /// `slot` of a tombstone.
+    const FREED: u32 = u32::MAX;
+
+    #[inline]
+    fn is_live(&self) -> bool {
+        self.slot != Live::FREED
+    }
+}
+
+impl LiveAllocations {
+    /// Records a live allocation; returns the live one it replaces, if the log says that
+    /// address was still live.
+    #[inline]
+    fn insert(&mut self, addr: u64, live: Live) -> Option<Live> {
+        match self.map.insert(addr, live) {
+            Some(old) if old.is_live() => Some(old),
+            Some(_) => {
+                self.freed -= 1;
+                None
+            }
+            None => None,
+        }
+    }
+
+    #[inline]
+    fn free(&mut self, addr: u64) -> Freed {
+        let tombstone = Live { size: 0, seq: 0, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
+        let found = match self.map.entry(addr) {
+            std::collections::hash_map::Entry::Occupied(mut e) if e.get().is_live() => {
+                Freed::Live(std::mem::replace(e.get_mut(), tombstone))
+            }
+            std::collections::hash_map::Entry::Occupied(_) => return Freed::Again,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(tombstone);
+                Freed::Unknown
+            }
+        };
+        self.freed += 1;
+        if self.freed > FREED_REMEMBERED && self.freed > self.map.len() - self.freed {
+            self.map.retain(|_, l| l.is_live());
+            self.freed = 0;
+        }
+        found
+    }
+
+    #[inline]
+    fn get(&self, addr: u64) -> Option<&Live> {
+        self.map.get(&addr).filter(|l| l.is_live())
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &Live)> + '_ {
+        self.map.iter().filter(|(_, l)| l.is_live()).map(|(&a, l)| (a, l))
+    }
+}
 
 /// Whether a heap allocation goes in the interior-pointer index: a big one, or one whose
 /// start is not 8-byte aligned (the probe in `owner_of` only visits aligned starts).
@@ -307,14 +430,15 @@ impl ReplayState {
     /// Applies one event (or realloc half) of `thread`, in global order.
     pub fn apply(&mut self, thread: u32, event: &Event, part: Part) {
         self.events += u64::from(part != Part::ReallocAlloc);
-        let t = self.threads.entry(thread).or_default();
+        let ti = self.thread_index(thread);
+        let t = &mut self.threads[ti];
         t.events += u64::from(part != Part::ReallocAlloc);
         match *event {
-            Event::Alloc { seq, domain, addr, size, stack, .. } => self.alloc(thread, domain, addr, size, stack, seq),
-            Event::Free { domain, addr, stack, .. } => self.free(thread, domain, addr, stack),
+            Event::Alloc { seq, domain, addr, size, stack, .. } => self.alloc(ti, domain, addr, size, stack, seq),
+            Event::Free { domain, addr, stack, .. } => self.free(ti, domain, addr, stack),
             Event::Realloc { old_addr, new_addr, new_size, stack, seq, .. } => match part {
-                Part::ReallocFree => self.free(thread, HEAP_DOMAIN, old_addr, 0),
-                _ => self.alloc(thread, HEAP_DOMAIN, new_addr, new_size, stack, seq),
+                Part::ReallocFree => self.free(ti, HEAP_DOMAIN, old_addr, 0),
+                _ => self.alloc(ti, HEAP_DOMAIN, new_addr, new_size, stack, seq),
             },
             Event::Usage { addr, used, .. } => self.usage(addr, used),
             Event::ContextPush { ty, name, flags } => {
@@ -325,7 +449,7 @@ impl ReplayState {
                 if flags & context_flags::INSTANCE != 0 {
                     n.instances += 1;
                 }
-                self.threads.get_mut(&thread).expect("entered above").contexts.push(node);
+                self.threads[ti].contexts.push(node);
             }
             Event::ContextPop => {
                 if t.contexts.pop().is_none() {
@@ -337,7 +461,7 @@ impl ReplayState {
                 if target.is_none() {
                     self.anomalies.unresolved_attaches += 1;
                 }
-                self.threads.get_mut(&thread).expect("entered above").attaches.push(target);
+                self.threads[ti].attaches.push(target);
             }
             Event::AttachPop => {
                 if t.attaches.pop().is_none() {
@@ -406,13 +530,23 @@ impl ReplayState {
         id
     }
 
-    fn slot(&mut self, node: NodeId, domain: u32, thread: u32) -> u32 {
+    /// The slot of (node, domain index `dom`, thread index `ti`), created on first use.
+    #[inline]
+    fn slot(&mut self, node: NodeId, dom: u32, ti: usize) -> u32 {
+        if let Some((n, d, slot)) = self.threads[ti].last_slot {
+            if n == node && d == dom {
+                return slot;
+            }
+        }
+        let thread = self.threads[ti].id;
+        let domain = self.domains[dom as usize].id;
         let next = self.slots.len() as u32;
         let id = *self.slot_index.entry((node, domain, thread)).or_insert(next);
         if id == next {
-            self.slots.push(Slot { node, domain, thread, ..Default::default() });
+            self.slots.push(Slot { node, domain, thread, dom, ..Default::default() });
             self.nodes[node as usize].slots.push(id);
         }
+        self.threads[ti].last_slot = Some((node, dom, id));
         id
     }
 
@@ -420,23 +554,63 @@ impl ReplayState {
     #[inline]
     fn touch(&mut self, slot: u32) {
         let s = &mut self.slots[slot as usize];
-        let epoch = self.domains.get(&s.domain).map_or(0, |d| d.epoch);
+        let epoch = self.domains[s.dom as usize].epoch;
         if s.peak_epoch != epoch {
             s.at_peak = Held::of(&s.now);
             s.peak_epoch = epoch;
         }
     }
 
-    fn live_map(&mut self, domain: u32) -> &mut FxMap<u64, Live> {
-        let i = domain as usize;
-        if i >= self.live.len() {
-            self.live.resize_with(i + 1, FxMap::default);
+    /// The index of thread `id` in `threads`, created on first sight.
+    #[inline]
+    fn thread_index(&mut self, id: u32) -> usize {
+        if let Some((last, i)) = self.last_thread {
+            if last == id {
+                return i as usize;
+            }
         }
-        &mut self.live[i]
+        let next = self.threads.len() as u32;
+        let i = *self.thread_index.entry(id).or_insert(next);
+        if i == next {
+            self.threads.push(ThreadState { id, ..Default::default() });
+        }
+        self.last_thread = Some((id, i));
+        i as usize
     }
 
-    fn alloc(&mut self, thread: u32, domain: u32, addr: u64, size: u64, stack: u32, seq: u64) {
-        let t = self.threads.get_mut(&thread).expect("entered by apply");
+    /// The index of domain `id` in `domains` (and `live`), if it was seen.
+    #[inline]
+    fn domain_index(&self, id: u32) -> Option<u32> {
+        match self.direct_domains.get(id as usize) {
+            Some(&u32::MAX) => None,
+            Some(&i) => Some(i),
+            None => self.domain_index.get(&id).copied(),
+        }
+    }
+
+    /// The index of domain `id`, created on first sight.
+    #[inline]
+    fn domain_index_or_new(&mut self, id: u32) -> u32 {
+        if let Some(i) = self.domain_index(id) {
+            return i;
+        }
+        let i = self.domains.len() as u32;
+        self.domains.push(DomainTotals { id, ..Default::default() });
+        self.live.push(LiveAllocations::default());
+        if (id as usize) < DIRECT_IDS {
+            if self.direct_domains.len() <= id as usize {
+                self.direct_domains.resize(id as usize + 1, u32::MAX);
+            }
+            self.direct_domains[id as usize] = i;
+        } else {
+            self.domain_index.insert(id, i);
+        }
+        i
+    }
+
+    fn alloc(&mut self, ti: usize, domain: u32, addr: u64, size: u64, stack: u32, seq: u64) {
+        let dom = self.domain_index_or_new(domain);
+        let t = &mut self.threads[ti];
         t.allocs += 1;
         let thread_alloc_no = t.allocs;
         let time_ns = t.time_ns;
@@ -444,13 +618,13 @@ impl ReplayState {
             Some(&Some(target)) => target,
             _ => *t.contexts.last().unwrap_or(&ROOT),
         };
-        let slot = self.slot(node, domain, thread);
-        self.freed.remove(&(domain, addr));
-        let old = self.live_map(domain).insert(addr, Live { size, slot, stack, thread_alloc_no, used: None, seq });
+        let slot = self.slot(node, dom, ti);
+        let site = self.site(stack, domain);
+        let old = self.live[dom as usize].insert(addr, Live { size, seq, thread_alloc_no, slot, site });
         if let Some(old) = old {
             // The log says the address was live: drop the older allocation's figures.
             self.anomalies.overlapping_allocs += 1;
-            self.release(domain, addr, old, false);
+            self.release(dom, addr, old, false);
         }
         if domain == HEAP_DOMAIN && indexed(addr, size) {
             self.big.insert(addr, size);
@@ -461,13 +635,13 @@ impl ReplayState {
         f.live_count += 1;
         f.total_bytes += size;
         f.total_count += 1;
-        let site = self.sites.entry((stack, domain)).or_default();
+        let site = &mut self.sites[site as usize];
         site.now.live_bytes += size;
         site.now.live_count += 1;
         site.now.total_bytes += size;
         site.now.total_count += 1;
 
-        let d = self.domains.entry(domain).or_default();
+        let d = &mut self.domains[dom as usize];
         d.live_bytes += size;
         d.live_count += 1;
         d.total_bytes += size;
@@ -490,71 +664,68 @@ impl ReplayState {
         }
     }
 
-    fn free(&mut self, thread: u32, domain: u32, addr: u64, free_stack: u32) {
-        match self.live_map(domain).remove(&addr) {
-            Some(live) => {
-                let t = self.threads.get(&thread);
-                let temporary =
-                    live.slot_thread(&self.slots) == thread && t.is_some_and(|t| t.allocs == live.thread_alloc_no);
-                if let Some(site) = self.sites.get_mut(&(live.stack, domain)) {
-                    let e = site.freed_from.entry(free_stack).or_default();
-                    e.0 += 1;
-                    e.1 += live.size;
-                }
-                self.release(domain, addr, live, temporary);
-                self.freed.insert((domain, addr));
+    fn free(&mut self, ti: usize, domain: u32, addr: u64, free_stack: u32) {
+        let dom = self.domain_index_or_new(domain);
+        match self.live[dom as usize].free(addr) {
+            Freed::Live(live) => {
+                let t = &self.threads[ti];
+                let temporary = self.slots[live.slot as usize].thread == t.id && t.allocs == live.thread_alloc_no;
+                let site = &mut self.sites[live.site as usize];
+                let e = match free_stack {
+                    0 => &mut site.freed_without_stack,
+                    _ => site.freed_from.entry(free_stack).or_default(),
+                };
+                e.0 += 1;
+                e.1 += live.size;
+                self.release(dom, addr, live, temporary);
             }
-            None if self.freed.contains(&(domain, addr)) => self.anomalies.double_frees += 1,
-            None => self.anomalies.untracked_frees += 1,
+            Freed::Again => self.anomalies.double_frees += 1,
+            Freed::Unknown => self.anomalies.untracked_frees += 1,
         }
     }
 
     /// Takes a no-longer-live allocation out of every figure.
-    fn release(&mut self, domain: u32, addr: u64, live: Live, temporary: bool) {
+    fn release(&mut self, dom: u32, addr: u64, live: Live, temporary: bool) {
+        let domain = self.domains[dom as usize].id;
         if domain == HEAP_DOMAIN && indexed(addr, live.size) {
             self.big.remove(&addr);
         }
-        self.resources.remove(&(domain, addr));
+        if !self.resources.is_empty() {
+            self.resources.remove(&(domain, addr));
+        }
+        let used = if domain == HEAP_DOMAIN && !self.used.is_empty() { self.used.remove(&addr) } else { None };
         self.touch(live.slot);
-        let f = &mut self.slots[live.slot as usize].now;
-        f.live_bytes -= live.size;
-        f.live_count -= 1;
-        if let Some(used) = live.used {
-            f.used_bytes -= used;
-            f.usage_capacity -= live.size;
-        }
-        if temporary {
-            f.temp_bytes += live.size;
-            f.temp_count += 1;
-        }
-        if let Some(site) = self.sites.get_mut(&(live.stack, domain)) {
-            site.now.live_bytes -= live.size;
-            site.now.live_count -= 1;
-            if let Some(used) = live.used {
-                site.now.used_bytes -= used;
-                site.now.usage_capacity -= live.size;
+        let slot = &mut self.slots[live.slot as usize].now;
+        let site = &mut self.sites[live.site as usize].now;
+        for f in [slot, site] {
+            f.live_bytes -= live.size;
+            f.live_count -= 1;
+            if let Some(used) = used {
+                f.used_bytes -= used;
+                f.usage_capacity -= live.size;
             }
             if temporary {
-                site.now.temp_bytes += live.size;
-                site.now.temp_count += 1;
+                f.temp_bytes += live.size;
+                f.temp_count += 1;
             }
         }
-        let d = self.domains.entry(domain).or_default();
+        let d = &mut self.domains[dom as usize];
         d.live_bytes -= live.size;
         d.live_count -= 1;
     }
 
     fn usage(&mut self, addr: u64, used: u64) {
-        let Some(live) = self.live_map(HEAP_DOMAIN).get_mut(&addr) else {
+        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d as usize].get(addr)).copied();
+        let Some(live) = live else {
             self.anomalies.usage_without_allocation += 1;
             return;
         };
         let used = used.min(live.size);
-        let before = live.used.replace(used);
-        let (slot, size, stack) = (live.slot, live.size, live.stack);
+        let before = self.used.insert(addr, used);
+        let (slot, size) = (live.slot, live.size);
         self.touch(slot);
         let f = &mut self.slots[slot as usize].now;
-        let site = self.sites.entry((stack, HEAP_DOMAIN)).or_default();
+        let site = &mut self.sites[live.site as usize];
         match before {
             Some(b) => {
                 f.used_bytes = f.used_bytes - b + used;
@@ -571,14 +742,14 @@ impl ReplayState {
 
     /// The context owning the live heap allocation that contains `addr`.
     fn owner_of(&self, addr: u64) -> Option<NodeId> {
-        let heap = self.live.get(HEAP_DOMAIN as usize)?;
+        let heap = &self.live[self.domain_index(HEAP_DOMAIN)? as usize];
         let node = |l: &Live| self.slots[l.slot as usize].node;
-        if let Some(l) = heap.get(&addr) {
+        if let Some(l) = heap.get(addr) {
             return Some(node(l));
         }
         if let Some((&base, &size)) = self.big.range(..=addr).next_back() {
             if addr < base + size {
-                return heap.get(&base).map(node);
+                return heap.get(base).map(node);
             }
         }
         // Small aligned allocations: their start is one of the 8-byte-aligned addresses
@@ -586,7 +757,7 @@ impl ReplayState {
         let aligned = addr & !7;
         (0..BIG / 8)
             .map(|k| aligned.wrapping_sub(k * 8))
-            .find_map(|base| heap.get(&base).filter(|l| addr < base.wrapping_add(l.size)).map(node))
+            .find_map(|base| heap.get(base).filter(|l| addr < base.wrapping_add(l.size)).map(node))
     }
 
     fn marker(&self, name: u32, seq: u64, time_ns: u64) -> Marker {
@@ -603,7 +774,7 @@ impl ReplayState {
     /// What slot `slot` held at its domain's peak.
     pub fn held_at_peak(&self, slot: u32) -> Held {
         let s = &self.slots[slot as usize];
-        let epoch = self.domains.get(&s.domain).map_or(0, |d| d.epoch);
+        let epoch = self.domains[s.dom as usize].epoch;
         if s.peak_epoch == epoch {
             s.at_peak
         } else {
@@ -614,18 +785,61 @@ impl ReplayState {
 
     /// Live heap allocations that reported their usage: (address, capacity, used, slot, stack).
     pub fn live_containers(&self) -> impl Iterator<Item = (u64, u64, u64, u32, u32)> + '_ {
-        self.live
-            .get(HEAP_DOMAIN as usize)
-            .into_iter()
-            .flat_map(|m| m.iter().filter_map(|(&addr, l)| l.used.map(|u| (addr, l.size, u, l.slot, l.stack))))
+        let heap = self.domain_index(HEAP_DOMAIN).map(|d| &self.live[d as usize]);
+        self.used.iter().filter_map(move |(&addr, &used)| {
+            let l = heap?.get(addr)?;
+            Some((addr, l.size, used, l.slot, self.sites[l.site as usize].stack))
+        })
     }
 
     /// Every live allocation: (domain, address, size, slot, stack, seq).
     pub fn live_allocations(&self) -> impl Iterator<Item = (u32, u64, u64, u32, u32, u64)> + '_ {
-        self.live
-            .iter()
-            .enumerate()
-            .flat_map(|(d, m)| m.iter().map(move |(&addr, l)| (d as u32, addr, l.size, l.slot, l.stack, l.seq)))
+        self.live.iter().zip(&self.domains).flat_map(move |(m, d)| {
+            m.iter().map(move |(addr, l)| (d.id, addr, l.size, l.slot, self.sites[l.site as usize].stack, l.seq))
+        })
+    }
+
+    /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.
+    #[inline]
+    fn site(&mut self, stack: u32, domain: u32) -> u32 {
+        let direct = domain == HEAP_DOMAIN && (stack as usize) < DIRECT_IDS;
+        if direct {
+            if let Some(&i) = self.heap_sites.get(stack as usize).filter(|&&i| i != u32::MAX) {
+                return i;
+            }
+        }
+        let next = self.sites.len() as u32;
+        let id = *self.site_index.entry((stack, domain)).or_insert(next);
+        if id == next {
+            self.sites.push(Site { stack, domain, ..Default::default() });
+        }
+        if direct {
+            if self.heap_sites.len() <= stack as usize {
+                self.heap_sites.resize(stack as usize + 1, u32::MAX);
+            }
+            self.heap_sites[stack as usize] = id;
+        }
+        id
+    }
+
+    /// Threads, in order of first appearance in the replay.
+    pub fn threads(&self) -> impl Iterator<Item = &ThreadState> + '_ {
+        self.threads.iter()
+    }
+
+    /// Thread `id` (a stream id of the log), if it had events.
+    pub fn thread(&self, id: u32) -> Option<&ThreadState> {
+        self.thread_index.get(&id).map(|&i| &self.threads[i as usize])
+    }
+
+    /// Domains that allocated, in order of first allocation.
+    pub fn domains(&self) -> impl Iterator<Item = &DomainTotals> + '_ {
+        self.domains.iter().filter(|d| d.total_count > 0)
+    }
+
+    /// The totals of domain `id`, if it allocated.
+    pub fn domain(&self, id: u32) -> Option<&DomainTotals> {
+        self.domain_index(id).map(|i| &self.domains[i as usize]).filter(|d| d.total_count > 0)
     }
 
     /// A string by id, or a placeholder naming the id when the log never defined it.
@@ -680,17 +894,13 @@ impl ReplayState {
 
     /// Time of a thread's latest clock reading.
     pub fn thread_time(&self, thread: u32) -> u64 {
-        self.threads.get(&thread).map_or(0, |t| t.time_ns)
+        self.thread(thread).map_or(0, |t| t.time_ns)
     }
 
     /// Context depth of a thread at the end (unbalanced pushes show as non-zero).
     pub fn open_contexts(&self, thread: u32) -> usize {
-        self.threads.get(&thread).map_or(0, |t| t.contexts.len())
+        self.thread(thread).map_or(0, |t| t.contexts.len())
     }
 }
 
-impl Live {
-    fn slot_thread(&self, slots: &[Slot]) -> u32 {
-        slots[self.slot as usize].thread
-    }
-}
+

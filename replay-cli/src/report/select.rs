@@ -318,7 +318,7 @@ pub struct ThreadRef {
 }
 
 pub fn thread_ref(state: &ReplayState, stream: u32) -> ThreadRef {
-    let t = state.threads.get(&stream);
+    let t = state.thread(stream);
     ThreadRef {
         stream,
         name: t.filter(|t| t.name != 0).map(|t| state.string(t.name)),
@@ -337,7 +337,7 @@ pub fn thread_display(state: &ReplayState, stream: u32) -> String {
 
 /// Every domain the log defines or allocates in, by id (the heap first).
 pub fn all_domains(state: &ReplayState) -> Vec<u32> {
-    let mut ids: Vec<u32> = state.domains.keys().chain(state.domain_info.keys()).copied().collect();
+    let mut ids: Vec<u32> = state.domains().map(|d| d.id).chain(state.domain_info.keys().copied()).collect();
     ids.push(memreplay_format::HEAP_DOMAIN);
     ids.sort_unstable();
     ids.dedup();
@@ -367,7 +367,7 @@ fn find_domain(state: &ReplayState, all: &[u32], name: &str) -> Result<u32, CliE
 }
 
 fn sorted_threads(state: &ReplayState) -> Vec<u32> {
-    let mut v: Vec<u32> = state.threads.keys().copied().collect();
+    let mut v: Vec<u32> = state.threads().map(|t| t.id).collect();
     v.sort_unstable();
     v
 }

@@ -220,9 +220,9 @@ pub fn build(l: &Loaded) -> Summary {
     let figs = figures::compute(state, sel);
 
     let mut threads: Vec<ThreadSummary> = state
-        .threads
-        .iter()
-        .map(|(&stream, t)| {
+        .threads()
+        .map(|t| {
+            let stream = t.id;
             let r = thread_ref(state, stream);
             ThreadSummary {
                 stream,
@@ -393,7 +393,7 @@ pub fn build(l: &Loaded) -> Summary {
 fn domain_summary(l: &Loaded, d: &DomainFigures) -> DomainSummary {
     let state = l.state();
     let t = d.total();
-    let peak = state.domains.get(&d.domain).map(|d| &d.peak);
+    let peak = state.domain(d.domain).map(|d| &d.peak);
     DomainSummary {
         domain: domain_ref(state, d.domain),
         live: Amount::new(t.live.bytes, t.live.count),
