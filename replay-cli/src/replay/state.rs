@@ -579,7 +579,7 @@ impl ReplayState {
     }
 
     /// The index of domain `id` in `domains` (and `live`), if it was seen.
-    #[inline]
+    #[inline(always)]
     fn domain_index(&self, id: u32) -> Option<u32> {
         match self.direct_domains.get(id as usize) {
             Some(&u32::MAX) => None,
@@ -589,11 +589,16 @@ impl ReplayState {
     }
 
     /// The index of domain `id`, created on first sight.
-    #[inline]
+    #[inline(always)]
     fn domain_index_or_new(&mut self, id: u32) -> u32 {
-        if let Some(i) = self.domain_index(id) {
-            return i;
+        match self.domain_index(id) {
+            Some(i) => i,
+            None => self.new_domain(id),
         }
+    }
+
+    #[inline(never)]
+    fn new_domain(&mut self, id: u32) -> u32 {
         let i = self.domains.len() as u32;
         self.domains.push(DomainTotals { id, ..Default::default() });
         self.live.push(LiveAllocations::default());

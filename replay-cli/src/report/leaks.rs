@@ -110,7 +110,8 @@ pub fn build(l: &Loaded) -> Leaks {
                     .into_iter()
                     .map(|(stack, (bytes, count, first_seq))| LeakSite {
                         stack,
-                        frames: frames(state, stack),
+                        // Formatted below, for the sites kept.
+                        frames: Vec::new(),
                         bytes,
                         count,
                         first_seq,
@@ -125,6 +126,9 @@ pub fn build(l: &Loaded) -> Leaks {
                 });
                 let all = sites.len() as u64;
                 sites.truncate(limit);
+                for s in &mut sites {
+                    s.frames = frames(state, s.stack);
+                }
                 LeakContext {
                     context: state.node_path(node),
                     bytes: g.bytes,
