@@ -72,6 +72,18 @@ impl<'a> Cursor<'a> {
 
     #[inline]
     pub fn u64(&mut self) -> Result<u64, CursorError> {
+        // Most integers of a payload fit in one byte.
+        match self.bytes.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.u64_multi_byte(),
+        }
+    }
+
+    #[inline(never)]
+    fn u64_multi_byte(&mut self) -> Result<u64, CursorError> {
         let mut result = 0u64;
         let mut shift = 0u32;
         loop {
