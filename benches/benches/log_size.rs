@@ -17,7 +17,8 @@
 //!
 //! `RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p memreplay-benches --bench log_size`
 //! (`-- --events N` changes the workload size; `-- --only PREFIX` runs only the setups
-//! named so, e.g. `threads4`; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
+//! named so, e.g. `threads4`; `-- --churn-threads N` starts N threads per threads run,
+//! 40 000 events each; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
 
 use std::alloc::{Layout, System};
 use std::collections::VecDeque;
@@ -204,22 +205,27 @@ fn tight(n: u64) -> u64 {
     tight_pairs(n / 2)
 }
 
-/// Short-lived threads per `threads_*` run.
-const CHURN_THREADS: u64 = 400;
+/// Short-lived threads per `threads_*` run (`-- --churn-threads N` changes it).
+static CHURN_THREADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(400);
 
-/// `CHURN_THREADS` short-lived threads, `at_once` at a time, each making its share of
+fn churn_threads() -> u64 {
+    CHURN_THREADS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `churn_threads()` short-lived threads, `at_once` at a time, each making its share of
 /// 64-byte pairs: what the recorder keeps per exited thread, and whether threads that
 /// register while the writer is behind grow the buffer pool.
 fn churn(n: u64, at_once: u64) -> u64 {
-    let pairs = (n / 2 / CHURN_THREADS).max(1);
-    for _ in 0..CHURN_THREADS / at_once {
+    let threads = churn_threads();
+    let pairs = (n / 2 / threads).max(1);
+    for _ in 0..threads / at_once {
         std::thread::scope(|s| {
             for _ in 0..at_once {
                 s.spawn(move || at_depth(DEPTH, &mut || tight_pairs(pairs)));
             }
         });
     }
-    2 * pairs * CHURN_THREADS
+    2 * pairs * threads
 }
 fn churn1(n: u64) -> u64 {
     churn(n, 1)
@@ -295,6 +301,7 @@ fn child(setup: &Setup, events: u64) {
 fn spawn(setup: &Setup, events: u64) -> std::collections::HashMap<String, String> {
     let out = std::process::Command::new(std::env::current_exe().expect("own path"))
         .args(["--child", setup.name, "--events", &events.to_string()])
+        .args(["--churn-threads", &churn_threads().to_string()])
         .output()
         .expect("child runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -391,6 +398,9 @@ fn main() {
     let smoke = args.iter().any(|a| a == "--test");
     let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
     let events = arg("--events").and_then(|v| v.parse().ok()).unwrap_or(if smoke { 20_000 } else { 1_000_000 });
+    if let Some(n) = arg("--churn-threads").and_then(|v| v.parse::<u64>().ok()) {
+        CHURN_THREADS.store(n.max(4), std::sync::atomic::Ordering::Relaxed);
+    }
     if let Some(name) = arg("--child") {
         let setup = SETUPS.iter().find(|s| s.name == name).expect("known setup");
         child(setup, events);
@@ -398,10 +408,12 @@ fn main() {
         return;
     }
     let tight_events = if smoke { 20_000 } else { 4 * events };
-    let churn_events = if smoke { 8 * CHURN_THREADS } else { 16 * events };
+    // 40 000 heap events per thread, whatever the number of threads.
+    let churn_events = if smoke { 8 * churn_threads() } else { 16 * events * churn_threads() / 400 };
     println!(
         "log_size: {events} heap events per workload run, {tight_events} per saturation run, {churn_events} from \
-         {CHURN_THREADS} threads per threads run; each in its own process"
+         {} threads per threads run; each in its own process",
+        churn_threads()
     );
     // `-- --only threads4`: only the setups whose name starts with this (and their
     // not-recording baseline, which shares the prefix).
