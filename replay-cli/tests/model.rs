@@ -576,6 +576,8 @@ type MarkerM = (u32, u64, u64, Option<u64>, BTreeMap<SlotKey, Held>);
 struct PeakM {
     peak: Peak,
     held: BTreeMap<SlotKey, Held>,
+    /// What each allocation site of the domain held.
+    site_held: BTreeMap<(u32, DomainId), Held>,
 }
 
 #[derive(Default)]
@@ -717,7 +719,10 @@ impl Model {
                 after_label: self.last_label,
             };
             let held = self.held(Some(domain));
-            self.peaks.get_mut(&domain).unwrap().held = held;
+            let site_held = self.site_held(Some(domain));
+            let p = self.peaks.get_mut(&domain).unwrap();
+            p.held = held;
+            p.site_held = site_held;
         }
     }
 
@@ -742,6 +747,24 @@ impl Model {
         }
         // Freed, whether it was known or not: a second free is a double free.
         self.freed.insert((domain, addr));
+    }
+
+    /// What every allocation site (of `domain`, or of all) holds now.
+    fn site_held(&self, domain: Option<DomainId>) -> BTreeMap<(u32, DomainId), Held> {
+        let mut out: BTreeMap<(u32, DomainId), Held> = BTreeMap::new();
+        for ((d, _), l) in &self.live {
+            if domain.is_some_and(|x| x != *d) {
+                continue;
+            }
+            let h = out.entry((l.stack, *d)).or_default();
+            h.bytes += l.size;
+            h.count += 1;
+            if let Some(u) = l.used {
+                h.used_bytes += u;
+                h.usage_capacity += l.size;
+            }
+        }
+        out
     }
 
     /// What every slot (of `domain`, or of all) holds now, summed from the live set.
@@ -867,22 +890,21 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
         .iter()
         .map(|site| ((site.stack, site.domain), (site.now, site.frees_by_stack().collect())))
         .collect();
-    let mut site_held: BTreeMap<(u32, DomainId), Held> = BTreeMap::new();
-    for ((d, _), l) in &m.live {
-        let h = site_held.entry((l.stack, *d)).or_default();
-        h.bytes += l.size;
-        h.count += 1;
-        if let Some(u) = l.used {
-            h.used_bytes += u;
-            h.usage_capacity += l.size;
-        }
-    }
+    let site_held = m.site_held(None);
     let expected: BTreeMap<(u32, DomainId), SiteM> = m
         .sites
         .iter()
         .map(|(k, c)| (*k, (Model::figures(c, site_held.get(k)), m.freed_from.get(k).cloned().unwrap_or_default())))
         .collect();
     prop_assert_eq!(&sites, &expected, "allocation sites");
+    let sites_at_peak: BTreeMap<(u32, DomainId), Held> =
+        s.sites.iter().enumerate().map(|(i, site)| ((site.stack, site.domain), s.site_held_at_peak(i))).collect();
+    let expected: BTreeMap<(u32, DomainId), Held> = m
+        .sites
+        .keys()
+        .map(|k| (*k, m.peaks.get(&k.1).and_then(|p| p.site_held.get(k)).copied().unwrap_or_default()))
+        .collect();
+    prop_assert_eq!(&sites_at_peak, &expected, "allocation sites at the peak");
 
     // Live allocations and containers.
     let live: BTreeSet<(DomainId, u64, u64, SlotKey, u32, u64)> =

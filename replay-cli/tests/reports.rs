@@ -672,6 +672,7 @@ fn efficiency_text_and_json() {
     assert_eq!(v["sites"][0]["stack"], 3);
     assert_eq!(v["sites"][0]["containers"], 1);
     assert_eq!(v["sites"][0]["frames"], serde_json::json!(["0x404000", "0x405000", "0x406000"]));
+    assert_eq!(v["sites"][0]["peak"], v["overall"]);
     assert_eq!(v["containers"][0]["address"], "0x8000");
     assert_eq!(v["containers"][0]["live"]["wasted_bytes"], 768);
 
@@ -682,13 +683,16 @@ fn efficiency_text_and_json() {
             "at the end:         256 B of 1.0 KiB (25.0%)",
             "at the heap's peak: 256 B of 1.0 KiB (25.0%)",
             "256 B   1.0 KiB   768 B       25.0%      256 B        1.0 KiB        768 B      25.0%  Level:forest/Entities:all",
-            "1  256 B   1.0 KiB   768 B       25.0%  stack 3: 0x404000 < 0x405000 < 0x406000",
+            "1  256 B   1.0 KiB   768 B       25.0%        768 B      25.0%  stack 3: 0x404000 < 0x405000 < 0x406000",
             "768 B  256 B   1.0 KiB       25.0%  0x8000   Level:forest/Entities:all",
         ],
     );
     // The worker made no container; VRAM has none.
     let v = json(&["efficiency", p, "--thread", "worker"]);
     assert!(v["contexts"].as_array().unwrap().is_empty() && v["containers"].as_array().unwrap().is_empty());
+    let v = json(&["efficiency", p, "--thread", "main"]);
+    assert_eq!(v["sites"][0]["live"]["wasted_bytes"], 768);
+    assert!(v["sites"][0]["peak"].is_null(), "sites keep no per-thread peak");
     let v = json(&["efficiency", p, "--domain", "vram"]);
     assert_eq!(v["overall"]["efficiency"], Value::Null);
 }

@@ -154,6 +154,10 @@ fn default_run_reports_the_demos_figures() {
         assert_eq!(u.efficiency, Some(CONSOLE_USED as f64 / CONSOLE_CAPACITY as f64));
     }
     assert_eq!(e.contexts[0].context, console, "the most wasteful context");
+    // Its allocation site, at the heap's peak: the same container, the most wasted bytes.
+    let site = e.sites.iter().max_by_key(|s| s.peak.map_or(0, |p| p.wasted_bytes)).expect("container sites");
+    let peak = site.peak.expect("no --thread: sites have their peak figures");
+    assert_eq!((peak.used_bytes, peak.capacity_bytes), (CONSOLE_USED as u64, CONSOLE_CAPACITY as u64));
     assert_eq!(s.efficiency.least_efficient_contexts[0].context, console);
 
     // The VRAM tree at "level loaded": the shadow atlas, the meshes, the textures.

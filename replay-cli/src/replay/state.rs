@@ -104,6 +104,35 @@ impl Held {
     }
 }
 
+/// What a slot or a site held at its domain's latest peak, copied lazily: the first time
+/// its figures change after the peak rose (the domain's peak count `epoch` moved on).
+#[derive(Debug, Clone, Copy, Default)]
+struct AtPeak {
+    held: Held,
+    epoch: u64,
+}
+
+impl AtPeak {
+    /// Before `now` changes, with the domain at peak number `epoch`.
+    #[inline]
+    fn before_change(&mut self, now: &Figures, epoch: u64) {
+        if self.epoch != epoch {
+            self.held = Held::of(now);
+            self.epoch = epoch;
+        }
+    }
+
+    /// What it held at peak number `epoch`, its figures being `now`.
+    fn get(&self, now: &Figures, epoch: u64) -> Held {
+        if self.epoch == epoch {
+            self.held
+        } else {
+            // Unchanged since the peak.
+            Held::of(now)
+        }
+    }
+}
+
 /// Figures of one (context, domain, thread).
 #[derive(Debug, Clone, Default)]
 pub struct Slot {
@@ -113,9 +142,7 @@ pub struct Slot {
     pub now: Figures,
     /// Index of its domain in `ReplayState::domains`.
     dom: u32,
-    /// What it held at its domain's peak number `peak_epoch` (see the module comment).
-    at_peak: Held,
-    peak_epoch: u64,
+    at_peak: AtPeak,
 }
 
 /// A context node.
@@ -243,6 +270,9 @@ pub struct Site {
     pub stack: u32,
     pub domain: u32,
     pub now: Figures,
+    /// Index of its domain in `ReplayState::domains`.
+    dom: u32,
+    at_peak: AtPeak,
     /// (frees, bytes) of this site's blocks freed without a callstack, and by free
     /// callstack id for the others: kept apart so that a log without free callstacks
     /// never touches the map (see [`Site::frees_by_stack`]).
@@ -550,15 +580,15 @@ impl ReplayState {
         id
     }
 
-    /// Before a slot's figures change: keep what it held at its domain's latest peak.
+    /// Before the figures of a slot and a site (of one domain) change: keep what they held
+    /// at the domain's latest peak.
     #[inline]
-    fn touch(&mut self, slot: u32) {
+    fn touch(&mut self, slot: u32, site: u32) {
         let s = &mut self.slots[slot as usize];
         let epoch = self.domains[s.dom as usize].epoch;
-        if s.peak_epoch != epoch {
-            s.at_peak = Held::of(&s.now);
-            s.peak_epoch = epoch;
-        }
+        s.at_peak.before_change(&s.now, epoch);
+        let s = &mut self.sites[site as usize];
+        s.at_peak.before_change(&s.now, epoch);
     }
 
     /// The index of thread `id` in `threads`, created on first sight.
@@ -624,7 +654,7 @@ impl ReplayState {
             _ => *t.contexts.last().unwrap_or(&ROOT),
         };
         let slot = self.slot(node, dom, ti);
-        let site = self.site(stack, domain);
+        let site = self.site(stack, dom);
         let old = self.live[dom as usize].insert(addr, Live { size, seq, thread_alloc_no, slot, site });
         if let Some(old) = old {
             // The log says the address was live: drop the older allocation's figures.
@@ -634,17 +664,17 @@ impl ReplayState {
         if domain == HEAP_DOMAIN && indexed(addr, size) {
             self.big.insert(addr, size);
         }
-        self.touch(slot);
+        self.touch(slot, site);
         let f = &mut self.slots[slot as usize].now;
         f.live_bytes += size;
         f.live_count += 1;
         f.total_bytes += size;
         f.total_count += 1;
-        let site = &mut self.sites[site as usize];
-        site.now.live_bytes += size;
-        site.now.live_count += 1;
-        site.now.total_bytes += size;
-        site.now.total_count += 1;
+        let f = &mut self.sites[site as usize].now;
+        f.live_bytes += size;
+        f.live_count += 1;
+        f.total_bytes += size;
+        f.total_count += 1;
 
         let d = &mut self.domains[dom as usize];
         d.live_bytes += size;
@@ -661,11 +691,13 @@ impl ReplayState {
                 frame: self.current_frame,
                 after_label: self.last_label,
             };
-            // The slot just grew past what it held at the new peak: its figures now are
-            // the ones at the peak.
+            // The slot and the site just grew past what they held at the new peak: their
+            // figures now are the ones at the peak.
+            let epoch = d.epoch;
             let s = &mut self.slots[slot as usize];
-            s.at_peak = Held::of(&s.now);
-            s.peak_epoch = d.epoch;
+            s.at_peak = AtPeak { held: Held::of(&s.now), epoch };
+            let s = &mut self.sites[site as usize];
+            s.at_peak = AtPeak { held: Held::of(&s.now), epoch };
         }
     }
 
@@ -699,7 +731,7 @@ impl ReplayState {
             self.resources.remove(&(domain, addr));
         }
         let used = if domain == HEAP_DOMAIN && !self.used.is_empty() { self.used.remove(&addr) } else { None };
-        self.touch(live.slot);
+        self.touch(live.slot, live.site);
         let slot = &mut self.slots[live.slot as usize].now;
         let site = &mut self.sites[live.site as usize].now;
         for f in [slot, site] {
@@ -728,7 +760,7 @@ impl ReplayState {
         let used = used.min(live.size);
         let before = self.used.insert(addr, used);
         let (slot, size) = (live.slot, live.size);
-        self.touch(slot);
+        self.touch(slot, live.site);
         let f = &mut self.slots[slot as usize].now;
         let site = &mut self.sites[live.site as usize];
         match before {
@@ -779,13 +811,13 @@ impl ReplayState {
     /// What slot `slot` held at its domain's peak.
     pub fn held_at_peak(&self, slot: u32) -> Held {
         let s = &self.slots[slot as usize];
-        let epoch = self.domains[s.dom as usize].epoch;
-        if s.peak_epoch == epoch {
-            s.at_peak
-        } else {
-            // Unchanged since the peak.
-            Held::of(&s.now)
-        }
+        s.at_peak.get(&s.now, self.domains[s.dom as usize].epoch)
+    }
+
+    /// What site `site` (an index in [`ReplayState::sites`]) held at its domain's peak.
+    pub fn site_held_at_peak(&self, site: usize) -> Held {
+        let s = &self.sites[site];
+        s.at_peak.get(&s.now, self.domains[s.dom as usize].epoch)
     }
 
     /// Live heap allocations that reported their usage: (address, capacity, used, slot, stack).
@@ -806,7 +838,8 @@ impl ReplayState {
 
     /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.
     #[inline]
-    fn site(&mut self, stack: u32, domain: u32) -> u32 {
+    fn site(&mut self, stack: u32, dom: u32) -> u32 {
+        let domain = self.domains[dom as usize].id;
         let direct = domain == HEAP_DOMAIN && (stack as usize) < DIRECT_IDS;
         if direct {
             if let Some(&i) = self.heap_sites.get(stack as usize).filter(|&&i| i != u32::MAX) {
@@ -816,7 +849,7 @@ impl ReplayState {
         let next = self.sites.len() as u32;
         let id = *self.site_index.entry((stack, domain)).or_insert(next);
         if id == next {
-            self.sites.push(Site { stack, domain, ..Default::default() });
+            self.sites.push(Site { stack, domain, dom, ..Default::default() });
         }
         if direct {
             if self.heap_sites.len() <= stack as usize {

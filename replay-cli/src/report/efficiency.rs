@@ -34,7 +34,7 @@ pub struct Efficiency {
     pub peak: Usage,
     /// Contexts whose own containers reported usage, at the point or at the peak.
     pub contexts: Vec<ContextEfficiency>,
-    /// Allocation sites of the containers live at the end.
+    /// Allocation sites of the containers live at the end or at the heap's peak.
     pub sites: Vec<SiteEfficiency>,
     /// Containers live at the end, most wasted bytes first.
     pub containers: Vec<Container>,
@@ -78,13 +78,17 @@ pub struct ContextEfficiency {
     pub peak: Usage,
 }
 
-/// The live containers allocated at one callstack.
+/// The containers allocated at one callstack.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SiteEfficiency {
     pub stack: u32,
     pub frames: Vec<String>,
+    /// Containers live at the end (under `--thread`).
     pub containers: u64,
     pub live: Usage,
+    /// At the heap's peak, over every thread: null with `--thread` (the peak figures of a
+    /// site are not kept per thread).
+    pub peak: Option<Usage>,
 }
 
 /// One live container.
@@ -154,26 +158,46 @@ pub fn build(l: &Loaded) -> Efficiency {
             });
         }
     }
+    // Sites at the heap's peak (not kept per thread: only without --thread).
+    let mut at_peak: HashMap<u32, Usage> = HashMap::new();
+    if heap_selected && sel.thread.is_none() {
+        for (i, site) in state.sites.iter().enumerate() {
+            let held = state.site_held_at_peak(i);
+            if site.domain == HEAP_DOMAIN && held.usage_capacity > 0 {
+                at_peak.insert(site.stack, Usage::of(&held));
+                sites.entry(site.stack).or_default();
+            }
+        }
+    }
     let mut sites: Vec<SiteEfficiency> = sites
         .into_iter()
         .map(|(stack, (n, used, cap))| SiteEfficiency {
             stack,
-            frames: frames(state, stack),
+            frames: Vec::new(),
             containers: n,
             live: Usage::new(used, cap),
+            peak: (heap_selected && sel.thread.is_none()).then(|| at_peak.get(&stack).copied().unwrap_or_default()),
         })
-        .filter(|s| s.live.capacity_bytes >= sel.min_bytes)
+        .filter(|s| s.live.capacity_bytes.max(s.peak.map_or(0, |p| p.capacity_bytes)) >= sel.min_bytes)
         .collect();
     sites.sort_by(|a, b| {
+        let peak_wasted = |s: &SiteEfficiency| s.peak.map_or(0, |p| p.wasted_bytes);
         let key = |s: &SiteEfficiency| match sel.sort {
             SortKey::Name => 0,
             SortKey::Count | SortKey::Instances => s.containers,
             SortKey::Total => s.live.capacity_bytes,
             SortKey::Bytes => s.live.wasted_bytes,
         };
-        key(b).cmp(&key(a)).then(b.live.wasted_bytes.cmp(&a.live.wasted_bytes)).then(a.stack.cmp(&b.stack))
+        key(b)
+            .cmp(&key(a))
+            .then(b.live.wasted_bytes.cmp(&a.live.wasted_bytes))
+            .then(peak_wasted(b).cmp(&peak_wasted(a)))
+            .then(a.stack.cmp(&b.stack))
     });
     sites.truncate(limit);
+    for s in &mut sites {
+        s.frames = frames(state, s.stack);
+    }
 
     containers.retain(|c| c.live.capacity_bytes >= sel.min_bytes);
     containers.sort_by(|a, b| {
@@ -252,7 +276,7 @@ impl Efficiency {
             o.push_str(&t.render(2));
         }
 
-        let _ = writeln!(o, "\nallocation sites (containers live at the end)");
+        let _ = writeln!(o, "\nallocation sites (containers live at the end, and at the heap's peak)");
         if self.sites.is_empty() {
             let _ = writeln!(o, "  none");
         } else {
@@ -262,6 +286,8 @@ impl Efficiency {
                 ("capacity", Align::Right),
                 ("wasted", Align::Right),
                 ("efficiency", Align::Right),
+                ("peak wasted", Align::Right),
+                ("peak eff.", Align::Right),
                 ("callstack", Align::Left),
             ]);
             for s in &self.sites {
@@ -271,6 +297,8 @@ impl Efficiency {
                     size(s.live.capacity_bytes),
                     size(s.live.wasted_bytes),
                     percent(s.live.efficiency),
+                    s.peak.map_or_else(|| "-".into(), |p| size(p.wasted_bytes)),
+                    s.peak.map_or_else(|| "-".into(), |p| percent(p.efficiency)),
                     format!("stack {}: {}", s.stack, frames_text(&s.frames)),
                 ]);
             }
