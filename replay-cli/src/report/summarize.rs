@@ -1,6 +1,7 @@
 //! `summarize`: the one-page answer to "where did the memory go?": capture facts, each
 //! domain's live, peak and total figures, the top contexts at the peak and at the end,
-//! instance averages, container efficiency, leaks and temporaries.
+//! instance averages, container efficiency, leaks, temporaries, and the allocation sites
+//! that allocate most with where their blocks were freed from (free callstacks).
 
 use std::fmt::Write as _;
 
@@ -44,7 +45,42 @@ pub struct Summary {
     pub efficiency: EfficiencySummary,
     pub leaks: Vec<LeakGroup>,
     pub temporaries: Vec<TemporaryGroup>,
+    /// Allocation callstacks by bytes allocated, over every thread and context (empty
+    /// with `--thread`: sites are not kept per thread).
+    pub sites: Vec<SiteSummary>,
 }
+
+/// One allocation callstack of one domain, over the whole recording.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SiteSummary {
+    pub domain: String,
+    /// Callstack id in the log (0: allocated without a callstack).
+    pub stack: u32,
+    pub frames: Vec<String>,
+    pub total: Amount,
+    /// Live at the end of the log.
+    pub live: Amount,
+    /// Held at its domain's peak.
+    pub peak: Amount,
+    pub temporaries: u64,
+    /// Where its blocks were freed, most frees first (at most 5; the free callstack is
+    /// 0 for frees recorded without one).
+    pub freed_from: Vec<FreeSite>,
+    /// Free callstacks left out of `freed_from`.
+    pub hidden_free_sites: u64,
+}
+
+/// Frees of one site's blocks from one free callstack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FreeSite {
+    pub stack: u32,
+    pub frames: Vec<String>,
+    pub frees: u64,
+    pub bytes: u64,
+}
+
+/// Free callstacks listed per allocation site.
+const FREE_SITES: usize = 5;
 
 /// What was recorded, when, by what.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -371,6 +407,8 @@ pub fn build(l: &Loaded) -> Summary {
     temporaries.retain(|t| t.bytes >= sel.min_bytes);
     temporaries.truncate(limit);
 
+    let sites = if sel.thread.is_some() { Vec::new() } else { top_sites(l, limit) };
+
     Summary {
         schema_version: SCHEMA_VERSION,
         report: "summarize",
@@ -387,7 +425,47 @@ pub fn build(l: &Loaded) -> Summary {
         efficiency,
         leaks,
         temporaries,
+        sites,
     }
+}
+
+/// The sites of the selected domains that allocated most, with their free callstacks.
+fn top_sites(l: &Loaded, limit: usize) -> Vec<SiteSummary> {
+    let state = l.state();
+    let sel = &l.sel;
+    let mut rows: Vec<(usize, u64)> = state
+        .sites
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| sel.domains.contains(&s.domain) && s.now.total_bytes >= sel.min_bytes)
+        .map(|(i, s)| (i, s.now.total_bytes))
+        .collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    rows.truncate(limit);
+    rows.into_iter()
+        .map(|(i, _)| {
+            let s = &state.sites[i];
+            let peak = state.site_held_at_peak(i);
+            let mut freed: Vec<(u32, (u64, u64))> = s.frees_by_stack().collect();
+            freed.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(b.1 .1.cmp(&a.1 .1)).then(a.0.cmp(&b.0)));
+            let hidden_free_sites = freed.len().saturating_sub(FREE_SITES) as u64;
+            freed.truncate(FREE_SITES);
+            SiteSummary {
+                domain: state.domain_name(s.domain),
+                stack: s.stack,
+                frames: leaks::frames(state, s.stack),
+                total: Amount::new(s.now.total_bytes, s.now.total_count),
+                live: Amount::new(s.now.live_bytes, s.now.live_count),
+                peak: Amount::new(peak.bytes, peak.count),
+                temporaries: s.now.temp_count,
+                freed_from: freed
+                    .into_iter()
+                    .map(|(stack, (frees, bytes))| FreeSite { stack, frames: leaks::frames(state, stack), frees, bytes })
+                    .collect(),
+                hidden_free_sites,
+            }
+        })
+        .collect()
 }
 
 fn domain_summary(l: &Loaded, d: &DomainFigures) -> DomainSummary {
@@ -731,6 +809,64 @@ impl Summary {
             }
             o.push_str(&t.render(2));
         }
+
+        if self.selection.thread.is_none() {
+            self.sites_text(o)?;
+        }
+        Ok(())
+    }
+}
+
+impl Summary {
+    fn sites_text(&self, o: &mut String) -> std::fmt::Result {
+        writeln!(o, "\nallocation sites (by bytes allocated in all, every thread)")?;
+        if self.sites.is_empty() {
+            return writeln!(o, "  none");
+        }
+        let free_stacks = self.capture.recorded.callstacks_on_free;
+        let mut t = Table::new(&[
+            ("allocated", Align::Right),
+            ("count", Align::Right),
+            ("at peak", Align::Right),
+            ("at end", Align::Right),
+            ("temporaries", Align::Right),
+            ("domain", Align::Left),
+            ("callstack", Align::Left),
+        ]);
+        for s in &self.sites {
+            t.row(vec![
+                size(s.total.bytes),
+                s.total.count.to_string(),
+                size(s.peak.bytes),
+                size(s.live.bytes),
+                s.temporaries.to_string(),
+                s.domain.clone(),
+                format!("stack {}: {}", s.stack, leaks::frames_text(&s.frames)),
+            ]);
+            // MemReplay's free callstacks: where this site's blocks were freed from.
+            if free_stacks {
+                for f in &s.freed_from {
+                    let from = match f.stack {
+                        0 => "freed without a callstack".to_string(),
+                        n => format!("freed from stack {n}: {}", leaks::frames_text(&f.frames)),
+                    };
+                    t.row(vec![
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        format!("  {} ({}): {from}", plural(f.frees, "free"), size(f.bytes)),
+                    ]);
+                }
+                if s.hidden_free_sites > 0 {
+                    let more = format!("  … {} more free callstacks", s.hidden_free_sites);
+                    t.row(vec![String::new(), String::new(), String::new(), String::new(), String::new(), String::new(), more]);
+                }
+            }
+        }
+        o.push_str(&t.render(2));
         Ok(())
     }
 }
