@@ -890,3 +890,34 @@ fn summarize_shows_free_callstacks() {
         ],
     );
 }
+
+/// A block whose payload is damaged (a flipped byte: its checksum fails) is skipped;
+/// every report still runs on the rest and the summary says what was lost.
+#[test]
+fn every_report_survives_a_corrupt_block() {
+    let path = write_log("corrupt.mrl");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut reader = memreplay_format::LogReader::new(&bytes[..]).unwrap();
+    let mut blocks = Vec::new();
+    while let Some(b) = reader.next_block().unwrap() {
+        blocks.push((b.offset, b.frame));
+    }
+    // The worker's block (stream 2): the main thread's figures stay whole.
+    let (offset, frame) = *blocks.iter().find(|(_, f)| f.thread == 2).expect("the worker's block");
+    bytes[offset as usize + memreplay_format::block::FRAME_LEN + 1] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let p = path.to_str().unwrap();
+    for report in ["summarize", "tree", "leaks", "efficiency", "instances"] {
+        run(&[report, p]);
+        json(&[report, p]);
+    }
+    let v = json(&["summarize", p]);
+    assert_eq!(v["integrity"]["clean"], false);
+    assert_eq!(v["integrity"]["events_in_bad_blocks"], u64::from(frame.event_count));
+    let damage = v["integrity"]["damage"][0].as_str().unwrap();
+    assert!(damage.contains("thread 2") && damage.contains("checksum"), "{damage}");
+    // The worker's allocations are gone, the main thread's are all there.
+    assert!(v["capture"]["threads"].as_array().unwrap().iter().all(|t| t["stream"] != 2));
+    let text = run(&["summarize", p]);
+    assert!(text.contains("checksum"), "{text}");
+}
