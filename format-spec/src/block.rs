@@ -185,7 +185,7 @@ pub const RECENT: usize = 16;
 pub const LAST_SIZED_TAG: u8 = 0x7f;
 
 /// Encodes events into one block's payload with per-block delta state.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct EventEncoder {
     buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -194,47 +194,97 @@ pub struct EventEncoder {
     prev_time: u64,
     recent: RecentHeap,
     count: u32,
-    first_seq: Option<u64>,
+    /// Smallest and largest `seq` so far; `first_seq > last_seq` while there is none.
+    first_seq: u64,
     last_seq: u64,
+}
+
+impl Default for EventEncoder {
+    fn default() -> Self {
+        EventEncoder {
+            buf: Vec::new(),
+            scratch: Vec::new(),
+            prev_seq: 0,
+            prev_addr: 0,
+            prev_time: 0,
+            recent: RecentHeap::default(),
+            count: 0,
+            first_seq: u64::MAX,
+            last_seq: 0,
+        }
+    }
 }
 
 /// A short list of addresses, most recent first: the block-local memory that lets a free
 /// name its allocation, and an allocation its reused address, in one tag byte instead
 /// of a two-to-five-byte address delta (SPEC.md §6.1). Encoder and decoder keep it alike.
+///
+/// A ring: entry `i` is `addrs[(head + i) % RECENT]`, so putting an address first is one
+/// store, and removing entry `i` moves only the `i` entries before it (or the ones after
+/// it, whichever are fewer): usually none, as most hits are the first entry.
 #[derive(Debug, Default, Clone)]
 struct RecentAddrs {
     addrs: [u64; RECENT],
+    head: usize,
     len: usize,
 }
 
+const RING: usize = RECENT - 1;
+
 impl RecentAddrs {
+    /// The index of the first (most recent) entry equal to `addr`.
     #[inline]
     fn find(&self, addr: u64) -> Option<usize> {
-        self.addrs[..self.len].iter().position(|&a| a == addr)
+        // The entries in order are two runs of slots: `head..` up to the ring's end, then
+        // from slot 0 for the rest. Most hits are the first entry.
+        let first_run = (RECENT - self.head).min(self.len);
+        let first = &self.addrs[self.head..self.head + first_run];
+        match first.iter().position(|&a| a == addr) {
+            Some(i) => Some(i),
+            None => self.addrs[..self.len - first_run].iter().position(|&a| a == addr).map(|i| first_run + i),
+        }
     }
 
     /// Entry `i`, if there is one.
     #[inline]
     fn get(&self, i: usize) -> Option<u64> {
-        (i < self.len).then(|| self.addrs[i])
+        (i < self.len).then(|| self.addrs[(self.head + i) & RING])
+    }
+
+    /// Removes entry `i` (`i < len`): later entries move up by one.
+    #[inline]
+    fn remove_at(&mut self, i: usize) {
+        debug_assert!(i < self.len);
+        if i <= self.len - 1 - i {
+            // Move the `i` newer entries one slot towards the older ones.
+            for j in (0..i).rev() {
+                self.addrs[(self.head + j + 1) & RING] = self.addrs[(self.head + j) & RING];
+            }
+            self.head = (self.head + 1) & RING;
+        } else {
+            // Move the older entries one slot towards the newer ones.
+            for j in i..self.len - 1 {
+                self.addrs[(self.head + j) & RING] = self.addrs[(self.head + j + 1) & RING];
+            }
+        }
+        self.len -= 1;
     }
 
     /// Removes the first entry equal to `addr`, if any.
     #[inline]
     fn remove(&mut self, addr: u64) {
         if let Some(i) = self.find(addr) {
-            self.addrs.copy_within(i + 1..self.len, i);
-            self.len -= 1;
+            self.remove_at(i);
         }
     }
 
     /// Puts `addr` first, dropping the oldest entry if the list is full.
     #[inline]
     fn push(&mut self, addr: u64) {
-        let keep = self.len.min(RECENT - 1);
-        self.addrs.copy_within(0..keep, 1);
-        self.addrs[0] = addr;
-        self.len = keep + 1;
+        // When full, the slot before the first entry holds the last one: overwritten.
+        self.head = (self.head + RING) & RING;
+        self.addrs[self.head] = addr;
+        self.len = (self.len + 1).min(RECENT);
     }
 }
 
@@ -291,9 +341,10 @@ impl EventEncoder {
 
     /// (first, last) sequence numbers of the block's sequenced events, or (0, 0).
     pub fn seq_range(&self) -> (u64, u64) {
-        match self.first_seq {
-            Some(f) => (f, self.last_seq),
-            None => (0, 0),
+        if self.first_seq <= self.last_seq {
+            (self.first_seq, self.last_seq)
+        } else {
+            (0, 0)
         }
     }
 
@@ -305,24 +356,19 @@ impl EventEncoder {
         self.prev_time = 0;
         self.recent = RecentHeap::default();
         self.count = 0;
-        self.first_seq = None;
+        self.first_seq = u64::MAX;
         self.last_seq = 0;
     }
 
-    #[inline]
+    #[inline(always)]
     fn seq(&mut self, seq: u64) {
         put_i64(&mut self.buf, delta(seq, self.prev_seq));
         self.prev_seq = seq;
-        if self.first_seq.is_none() {
-            self.first_seq = Some(seq);
-        }
+        self.first_seq = self.first_seq.min(seq);
         self.last_seq = self.last_seq.max(seq);
-        if let Some(f) = self.first_seq.as_mut() {
-            *f = (*f).min(seq);
-        }
     }
 
-    #[inline]
+    #[inline(always)]
     fn addr(&mut self, addr: u64) {
         put_i64(&mut self.buf, delta(addr, self.prev_addr));
         self.prev_addr = addr;
@@ -334,11 +380,14 @@ impl EventEncoder {
         match *event {
             Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
                 if domain == HEAP_DOMAIN {
+                    // The index found is the first entry equal to `addr`: the one the
+                    // list update removes (no second search).
                     match self.recent.freed.find(addr) {
                         Some(i) => {
                             self.buf.push(tag::ALLOC_REUSE + i as u8);
                             self.seq(seq);
                             self.prev_addr = addr;
+                            self.recent.freed.remove_at(i);
                         }
                         None => {
                             self.buf.push(tag::ALLOC);
@@ -346,7 +395,7 @@ impl EventEncoder {
                             self.addr(addr);
                         }
                     }
-                    self.recent.allocated(addr);
+                    self.recent.live.push(addr);
                 } else {
                     self.buf.push(tag::DOMAIN_ALLOC);
                     self.seq(seq);
@@ -364,6 +413,7 @@ impl EventEncoder {
                             self.buf.push(tag::FREE_RECENT + i as u8);
                             self.seq(seq);
                             self.prev_addr = addr;
+                            self.recent.live.remove_at(i);
                         }
                         None => {
                             self.buf.push(tag::FREE);
@@ -371,7 +421,7 @@ impl EventEncoder {
                             self.addr(addr);
                         }
                     }
-                    self.recent.freed(addr);
+                    self.recent.freed.push(addr);
                 } else {
                     self.buf.push(tag::DOMAIN_FREE);
                     self.seq(seq);
@@ -867,5 +917,146 @@ impl Iterator for EventDecoder<'_> {
                 Some(Err(BlockError::Malformed { offset, what }))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift64*: a fixed pseudo-random sequence, the same on every machine.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// A recent-address list as SPEC.md §6.1 words it: most recent first, at most 16.
+    #[derive(Default)]
+    struct SpecList(Vec<u64>);
+
+    impl SpecList {
+        fn push(&mut self, a: u64) {
+            self.0.insert(0, a);
+            self.0.truncate(RECENT);
+        }
+        fn remove_first(&mut self, a: u64) {
+            if let Some(i) = self.0.iter().position(|&x| x == a) {
+                self.0.remove(i);
+            }
+        }
+    }
+
+    #[test]
+    fn ring_lists_behave_as_the_spec_lists() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut ring, mut spec) = (RecentAddrs::default(), SpecList::default());
+        for step in 0..200_000 {
+            // Few distinct addresses, so that the list often holds one twice.
+            let a = 0x1000 + rng.below(24) * 16;
+            match rng.below(3) {
+                0 => {
+                    ring.push(a);
+                    spec.push(a);
+                }
+                1 => {
+                    ring.remove(a);
+                    spec.remove_first(a);
+                }
+                _ => {
+                    if let Some(i) = ring.find(a) {
+                        ring.remove_at(i);
+                    }
+                    spec.remove_first(a);
+                }
+            }
+            assert_eq!(ring.len, spec.0.len(), "step {step}");
+            for i in 0..RECENT + 1 {
+                assert_eq!(ring.get(i), spec.0.get(i).copied(), "entry {i} at step {step}");
+            }
+            for k in 0..24 {
+                let b = 0x1000 + k * 16;
+                assert_eq!(ring.find(b), spec.0.iter().position(|&x| x == b), "find {b:#x} at step {step}");
+            }
+        }
+    }
+
+    /// A deterministic stream that exercises every compact record and both recent-address
+    /// lists (hits at every index, duplicates, misses), in blocks of varying length.
+    fn churn_stream(rng: &mut Rng, n: usize) -> Vec<Event> {
+        let mut seq = 1u64;
+        let mut events = Vec::with_capacity(n);
+        for i in 0..n {
+            seq = seq.wrapping_add(1 + rng.below(3));
+            // 48 hot addresses (list hits and misses), and now and then a far one.
+            let addr = if rng.below(10) == 0 {
+                0x7f00_0000_0000 + rng.below(1 << 30) * 16
+            } else {
+                0x5555_0000_0000 + rng.below(48) * 64
+            };
+            let stack = rng.below(300) as u32;
+            events.push(match rng.below(100) {
+                0..=41 => Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size: rng.below(5000), align_log2: 3, stack },
+                42..=83 => Event::Free { seq, domain: HEAP_DOMAIN, addr, stack: stack % 2 },
+                84..=88 => {
+                    let new_addr = if rng.below(2) == 0 { addr } else { addr + 64 };
+                    seq += 1;
+                    Event::Realloc {
+                        free_seq: seq - 1,
+                        seq,
+                        old_addr: addr,
+                        new_addr,
+                        new_size: rng.below(9000),
+                        align_log2: 4,
+                        stack,
+                    }
+                }
+                89..=90 => Event::Alloc { seq, domain: 2, addr, size: 4096, align_log2: 12, stack },
+                91 => Event::Free { seq, domain: 2, addr, stack: 0 },
+                92 => Event::Usage { seq, addr, used: rng.below(100) },
+                93 => Event::AttachPush { seq, addr },
+                94 => Event::AttachPop,
+                95 => Event::ContextPush { ty: 1, name: stack, flags: (i % 2) as u8 },
+                96 => Event::ContextPop,
+                97 => Event::Time { ns: seq * 40 },
+                98 => Event::Label { seq, name: 7 },
+                _ => Event::DefineString { id: i as u32, text: format!("string {i}") },
+            });
+            // Now and then a sequence number from the past (another thread's order).
+            if rng.below(50) == 0 {
+                seq = seq.saturating_sub(rng.below(20));
+            }
+        }
+        events
+    }
+
+    /// The encoded bytes of `churn_stream`, framed and compressed, pinned: their length
+    /// and CRC-32 as the encoder wrote them before its recent-address lists became rings
+    /// (commit a5313df). Encoding changes that keep the output byte-identical keep this.
+    #[test]
+    fn encoding_is_byte_identical_to_the_pinned_output() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let events = churn_stream(&mut rng, 60_000);
+        let mut enc = EventEncoder::new();
+        let mut out = Vec::new();
+        let mut raw = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            enc.push(e);
+            // Blocks of uneven length, so the lists restart at many states.
+            if rng.below(3000) == 0 || i + 1 == events.len() {
+                raw.extend_from_slice(enc.payload());
+                enc.finish_into((i % 5) as u32, &mut out);
+            }
+        }
+        assert_eq!((raw.len(), crc32fast::hash(&raw)), (436_875, 0xd0ff_cf62), "raw payloads");
+        assert_eq!((out.len(), crc32fast::hash(&out)), (382_787, 0x7eae_7b0b), "blocks");
     }
 }

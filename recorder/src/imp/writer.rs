@@ -432,12 +432,20 @@ impl Writer {
     }
 
     /// Interns the callstack that follows in the record; 0 when it has no frames.
+    /// Inline, so that a record without a callstack costs one test here.
+    #[inline(always)]
     fn stack(&mut self, thread: u32, r: &mut RecordReader<'_>) -> u32 {
         let n = r.u8() as usize;
         if n == 0 {
             return 0;
         }
-        let raw = r.raw(8 * n);
+        self.intern_stack(thread, r.raw(8 * n))
+    }
+
+    /// The id of the callstack whose frames are `raw` (little-endian words), defined in
+    /// `thread`'s stream the first time it is seen.
+    #[inline(never)]
+    fn intern_stack(&mut self, thread: u32, raw: &[u8]) -> u32 {
         if let Some(&id) = self.stacks.get(raw) {
             return id;
         }
