@@ -6,7 +6,7 @@
 //! is its inverse and starts from the same fresh state, so every block decodes alone.
 
 use crate::event::*;
-use crate::varint::{put_i64, put_str, put_u64, Cursor, CursorError};
+use crate::varint::{put_i64, put_str, put_u64, zigzag, Cursor, CursorError};
 
 /// The four bytes that start every block frame.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MRLB";
@@ -185,33 +185,74 @@ pub const RECENT: usize = 16;
 pub const LAST_SIZED_TAG: u8 = 0x7f;
 
 /// Encodes events into one block's payload with per-block delta state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EventEncoder {
+    /// The payload is `buf[..pos]`. Past it, `buf` holds room (zeroed once, when it grows)
+    /// for at least one more compact record before each is encoded, so that its bytes are
+    /// stored one by one without a capacity check and a length update each.
     buf: Vec<u8>,
+    pos: usize,
     scratch: Vec<u8>,
+    state: DeltaState,
+    count: u32,
+}
+
+/// Longest compact record: a `REALLOC` (tag, two seq and two addr deltas, size, a `u32`
+/// stack id, align) takes at most 1 + 4 × 10 + 10 + 5 + 1 = 57 bytes.
+const MAX_COMPACT: usize = 64;
+
+/// The per-block state of SPEC.md §6.1 (and the block's seq range).
+#[derive(Debug, Clone)]
+struct DeltaState {
     prev_seq: u64,
     prev_addr: u64,
     prev_time: u64,
     recent: RecentHeap,
-    count: u32,
     /// Smallest and largest `seq` so far; `first_seq > last_seq` while there is none.
     first_seq: u64,
     last_seq: u64,
 }
 
-impl Default for EventEncoder {
+impl Default for DeltaState {
     fn default() -> Self {
-        EventEncoder {
-            buf: Vec::new(),
-            scratch: Vec::new(),
+        DeltaState {
             prev_seq: 0,
             prev_addr: 0,
             prev_time: 0,
             recent: RecentHeap::default(),
-            count: 0,
             first_seq: u64::MAX,
             last_seq: 0,
         }
+    }
+}
+
+/// Writes one record into the room made past the payload.
+struct Out<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Out<'_> {
+    #[inline(always)]
+    fn u8(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    /// Unsigned LEB128, as [`put_u64`].
+    #[inline(always)]
+    fn u64(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.u8((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.u8(v as u8);
+    }
+
+    /// Zig-zag and LEB128, as [`put_i64`].
+    #[inline(always)]
+    fn i64(&mut self, v: i64) {
+        self.u64(zigzag(v));
     }
 }
 
@@ -252,9 +293,20 @@ impl RecentAddrs {
     }
 
     /// Removes entry `i` (`i < len`): later entries move up by one.
-    #[inline]
+    #[inline(always)]
     fn remove_at(&mut self, i: usize) {
         debug_assert!(i < self.len);
+        if i == 0 {
+            // The usual case: nothing moves.
+            self.head = (self.head + 1) & RING;
+            self.len -= 1;
+        } else {
+            self.remove_later(i);
+        }
+    }
+
+    #[inline(never)]
+    fn remove_later(&mut self, i: usize) {
         if i <= self.len - 1 - i {
             // Move the `i` newer entries one slot towards the older ones.
             for j in (0..i).rev() {
@@ -316,6 +368,129 @@ fn delta(new: u64, prev: u64) -> i64 {
     new.wrapping_sub(prev) as i64
 }
 
+impl DeltaState {
+    #[inline(always)]
+    fn seq(&mut self, o: &mut Out<'_>, seq: u64) {
+        o.i64(delta(seq, self.prev_seq));
+        self.prev_seq = seq;
+        self.first_seq = self.first_seq.min(seq);
+        self.last_seq = self.last_seq.max(seq);
+    }
+
+    #[inline(always)]
+    fn addr(&mut self, o: &mut Out<'_>, addr: u64) {
+        o.i64(delta(addr, self.prev_addr));
+        self.prev_addr = addr;
+    }
+
+    /// Encodes a compact record (SPEC.md §6.2) into `o`; false for the other events.
+    #[inline(always)]
+    fn compact(&mut self, o: &mut Out<'_>, event: &Event) -> bool {
+        match *event {
+            Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
+                if domain == HEAP_DOMAIN {
+                    // The index found is the first entry equal to `addr`: the one the
+                    // list update removes (no second search).
+                    match self.recent.freed.find(addr) {
+                        Some(i) => {
+                            o.u8(tag::ALLOC_REUSE + i as u8);
+                            self.seq(o, seq);
+                            self.prev_addr = addr;
+                            self.recent.freed.remove_at(i);
+                        }
+                        None => {
+                            o.u8(tag::ALLOC);
+                            self.seq(o, seq);
+                            self.addr(o, addr);
+                        }
+                    }
+                    self.recent.live.push(addr);
+                } else {
+                    o.u8(tag::DOMAIN_ALLOC);
+                    self.seq(o, seq);
+                    o.u64(u64::from(domain));
+                    self.addr(o, addr);
+                }
+                o.u64(size);
+                o.u64(u64::from(stack));
+                o.u8(align_log2);
+            }
+            Event::Free { seq, domain, addr, stack } => {
+                if domain == HEAP_DOMAIN {
+                    match self.recent.live.find(addr) {
+                        Some(i) => {
+                            o.u8(tag::FREE_RECENT + i as u8);
+                            self.seq(o, seq);
+                            self.prev_addr = addr;
+                            self.recent.live.remove_at(i);
+                        }
+                        None => {
+                            o.u8(tag::FREE);
+                            self.seq(o, seq);
+                            self.addr(o, addr);
+                        }
+                    }
+                    self.recent.freed.push(addr);
+                } else {
+                    o.u8(tag::DOMAIN_FREE);
+                    self.seq(o, seq);
+                    o.u64(u64::from(domain));
+                    self.addr(o, addr);
+                }
+                o.u64(u64::from(stack));
+            }
+            Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack } => {
+                o.u8(tag::REALLOC);
+                self.seq(o, free_seq);
+                self.seq(o, seq);
+                self.addr(o, old_addr);
+                self.addr(o, new_addr);
+                self.recent.freed(old_addr);
+                self.recent.allocated(new_addr);
+                o.u64(new_size);
+                o.u64(u64::from(stack));
+                o.u8(align_log2);
+            }
+            Event::Usage { seq, addr, used } => {
+                o.u8(tag::USAGE);
+                self.seq(o, seq);
+                self.addr(o, addr);
+                o.u64(used);
+            }
+            Event::ContextPush { ty, name, flags } => {
+                o.u8(tag::CONTEXT_PUSH);
+                o.u64(u64::from(ty));
+                o.u64(u64::from(name));
+                o.u8(flags);
+            }
+            Event::ContextPop => o.u8(tag::CONTEXT_POP),
+            Event::AttachPush { seq, addr } => {
+                o.u8(tag::ATTACH_PUSH);
+                self.seq(o, seq);
+                self.addr(o, addr);
+            }
+            Event::AttachPop => o.u8(tag::ATTACH_POP),
+            Event::Time { ns } => {
+                o.u8(tag::TIME);
+                o.i64(delta(ns, self.prev_time));
+                self.prev_time = ns;
+            }
+            Event::FrameStart { seq, frame } => {
+                o.u8(tag::FRAME_START);
+                self.seq(o, seq);
+                o.u64(frame);
+            }
+            Event::Label { seq, name } => {
+                o.u8(tag::LABEL);
+                self.seq(o, seq);
+                o.u64(u64::from(name));
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
 impl EventEncoder {
     pub fn new() -> Self {
         Self::default()
@@ -323,7 +498,7 @@ impl EventEncoder {
 
     /// Encoded payload bytes so far.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.pos
     }
 
     pub fn is_empty(&self) -> bool {
@@ -336,13 +511,13 @@ impl EventEncoder {
 
     /// The uncompressed payload so far.
     pub fn payload(&self) -> &[u8] {
-        &self.buf
+        &self.buf[..self.pos]
     }
 
     /// (first, last) sequence numbers of the block's sequenced events, or (0, 0).
     pub fn seq_range(&self) -> (u64, u64) {
-        if self.first_seq <= self.last_seq {
-            (self.first_seq, self.last_seq)
+        if self.state.first_seq <= self.state.last_seq {
+            (self.state.first_seq, self.state.last_seq)
         } else {
             (0, 0)
         }
@@ -350,132 +525,33 @@ impl EventEncoder {
 
     /// Forgets the payload and the delta state: the next event starts a new block.
     pub fn clear(&mut self) {
-        self.buf.clear();
-        self.prev_seq = 0;
-        self.prev_addr = 0;
-        self.prev_time = 0;
-        self.recent = RecentHeap::default();
+        // The buffer keeps its length: room for the next block, already zeroed.
+        self.pos = 0;
+        self.state = DeltaState::default();
         self.count = 0;
-        self.first_seq = u64::MAX;
-        self.last_seq = 0;
     }
 
-    #[inline(always)]
-    fn seq(&mut self, seq: u64) {
-        put_i64(&mut self.buf, delta(seq, self.prev_seq));
-        self.prev_seq = seq;
-        self.first_seq = self.first_seq.min(seq);
-        self.last_seq = self.last_seq.max(seq);
-    }
-
-    #[inline(always)]
-    fn addr(&mut self, addr: u64) {
-        put_i64(&mut self.buf, delta(addr, self.prev_addr));
-        self.prev_addr = addr;
+    /// Makes room for `n` more bytes past the payload.
+    #[cold]
+    fn make_room(&mut self, n: usize) {
+        let want = self.pos + n;
+        if self.buf.len() < want {
+            self.buf.resize(want.max(2 * self.buf.len()).max(1024), 0);
+        }
     }
 
     /// Appends one event.
     pub fn push(&mut self, event: &Event) {
         self.count += 1;
+        if self.buf.len() - self.pos < MAX_COMPACT {
+            self.make_room(MAX_COMPACT);
+        }
+        let mut o = Out { buf: &mut self.buf, pos: self.pos };
+        if self.state.compact(&mut o, event) {
+            self.pos = o.pos;
+            return;
+        }
         match *event {
-            Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
-                if domain == HEAP_DOMAIN {
-                    // The index found is the first entry equal to `addr`: the one the
-                    // list update removes (no second search).
-                    match self.recent.freed.find(addr) {
-                        Some(i) => {
-                            self.buf.push(tag::ALLOC_REUSE + i as u8);
-                            self.seq(seq);
-                            self.prev_addr = addr;
-                            self.recent.freed.remove_at(i);
-                        }
-                        None => {
-                            self.buf.push(tag::ALLOC);
-                            self.seq(seq);
-                            self.addr(addr);
-                        }
-                    }
-                    self.recent.live.push(addr);
-                } else {
-                    self.buf.push(tag::DOMAIN_ALLOC);
-                    self.seq(seq);
-                    put_u64(&mut self.buf, u64::from(domain));
-                    self.addr(addr);
-                }
-                put_u64(&mut self.buf, size);
-                put_u64(&mut self.buf, u64::from(stack));
-                self.buf.push(align_log2);
-            }
-            Event::Free { seq, domain, addr, stack } => {
-                if domain == HEAP_DOMAIN {
-                    match self.recent.live.find(addr) {
-                        Some(i) => {
-                            self.buf.push(tag::FREE_RECENT + i as u8);
-                            self.seq(seq);
-                            self.prev_addr = addr;
-                            self.recent.live.remove_at(i);
-                        }
-                        None => {
-                            self.buf.push(tag::FREE);
-                            self.seq(seq);
-                            self.addr(addr);
-                        }
-                    }
-                    self.recent.freed.push(addr);
-                } else {
-                    self.buf.push(tag::DOMAIN_FREE);
-                    self.seq(seq);
-                    put_u64(&mut self.buf, u64::from(domain));
-                    self.addr(addr);
-                }
-                put_u64(&mut self.buf, u64::from(stack));
-            }
-            Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack } => {
-                self.buf.push(tag::REALLOC);
-                self.seq(free_seq);
-                self.seq(seq);
-                self.addr(old_addr);
-                self.addr(new_addr);
-                self.recent.freed(old_addr);
-                self.recent.allocated(new_addr);
-                put_u64(&mut self.buf, new_size);
-                put_u64(&mut self.buf, u64::from(stack));
-                self.buf.push(align_log2);
-            }
-            Event::Usage { seq, addr, used } => {
-                self.buf.push(tag::USAGE);
-                self.seq(seq);
-                self.addr(addr);
-                put_u64(&mut self.buf, used);
-            }
-            Event::ContextPush { ty, name, flags } => {
-                self.buf.push(tag::CONTEXT_PUSH);
-                put_u64(&mut self.buf, u64::from(ty));
-                put_u64(&mut self.buf, u64::from(name));
-                self.buf.push(flags);
-            }
-            Event::ContextPop => self.buf.push(tag::CONTEXT_POP),
-            Event::AttachPush { seq, addr } => {
-                self.buf.push(tag::ATTACH_PUSH);
-                self.seq(seq);
-                self.addr(addr);
-            }
-            Event::AttachPop => self.buf.push(tag::ATTACH_POP),
-            Event::Time { ns } => {
-                self.buf.push(tag::TIME);
-                put_i64(&mut self.buf, delta(ns, self.prev_time));
-                self.prev_time = ns;
-            }
-            Event::FrameStart { seq, frame } => {
-                self.buf.push(tag::FRAME_START);
-                self.seq(seq);
-                put_u64(&mut self.buf, frame);
-            }
-            Event::Label { seq, name } => {
-                self.buf.push(tag::LABEL);
-                self.seq(seq);
-                put_u64(&mut self.buf, u64::from(name));
-            }
             Event::DefineString { id, ref text } => self.sized(tag::DEFINE_STRING, |b| {
                 put_u64(b, u64::from(id));
                 put_str(b, text);
@@ -532,16 +608,23 @@ impl EventEncoder {
                 // Nothing to write: an unknown record's body was not kept.
                 self.count -= 1;
             }
+            // Compact records are encoded above.
+            _ => unreachable!("a compact record"),
         }
     }
 
+    /// Appends a sized record (SPEC.md §6.3): tag, body length, body.
     fn sized(&mut self, tag: u8, body: impl FnOnce(&mut Vec<u8>)) {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         body(&mut scratch);
-        self.buf.push(tag);
-        put_u64(&mut self.buf, scratch.len() as u64);
-        self.buf.extend_from_slice(&scratch);
+        let n = scratch.len();
+        self.make_room(1 + 10 + n);
+        let mut o = Out { buf: &mut self.buf, pos: self.pos };
+        o.u8(tag);
+        o.u64(n as u64);
+        o.buf[o.pos..o.pos + n].copy_from_slice(&scratch);
+        self.pos = o.pos + n;
         self.scratch = scratch;
     }
 
@@ -550,17 +633,17 @@ impl EventEncoder {
     /// [`len`](Self::len) at most [`MAX_RAW_LEN`]: readers reject larger blocks.
     pub fn finish_into(&mut self, thread: u32, out: &mut Vec<u8>) {
         let (first_seq, last_seq) = self.seq_range();
-        let raw_len = self.buf.len();
+        let raw_len = self.pos;
         let frame_at = out.len();
         out.resize(frame_at + FRAME_LEN, 0);
         let payload_at = out.len();
         out.resize(payload_at + lz4_flex::block::get_maximum_output_size(raw_len), 0);
-        let compressed = lz4_flex::block::compress_into(&self.buf, &mut out[payload_at..]).ok();
+        let compressed = lz4_flex::block::compress_into(&self.buf[..raw_len], &mut out[payload_at..]).ok();
         let (compression, stored_len) = match compressed {
             Some(n) if n < raw_len => (Compression::Lz4, n),
             _ => {
                 out.truncate(payload_at);
-                out.extend_from_slice(&self.buf);
+                out.extend_from_slice(&self.buf[..raw_len]);
                 (Compression::None, raw_len)
             }
         };

@@ -374,14 +374,26 @@ impl Writer {
         self.emit(thread, &event);
     }
 
-    /// The stream of `thread`, created on first use.
-    #[inline]
+    /// The stream of `thread`, created on first use. Inline: it runs for every event.
+    #[inline(always)]
     fn stream(&mut self, thread: u32) -> &mut Stream {
         let i = thread as usize;
+        if !matches!(self.streams.get(i), Some(Some(_))) {
+            self.new_stream(i);
+        }
+        match &mut self.streams[i] {
+            Some(s) => s,
+            None => unreachable!("created above"),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_stream(&mut self, i: usize) {
         if i >= self.streams.len() {
             self.streams.resize_with(i + 1, || None);
         }
-        self.streams[i].get_or_insert_with(Stream::default)
+        self.streams[i] = Some(Stream::default());
     }
 
     /// Appends an event to its thread's stream; each block starts by restating the time.
