@@ -96,7 +96,7 @@ proptest! {
             merge_by_seq(&log.blocks).into_iter().map(|te| (te.thread, te.event.clone(), te.part)).collect();
         let mut indexed = replay_cli::replay::IndexedLog::open(&path).unwrap();
         let mut got = Vec::new();
-        indexed.replay(|t, e, p| got.push((t, e.clone(), p)), |_| {});
+        indexed.replay(&mut |t, e: &Event, p| got.push((t, e.clone(), p)), |_| {});
         std::fs::remove_file(&path).ok();
         prop_assert_eq!(got, expected);
     }

@@ -3,6 +3,7 @@
 //! Data flows one way: [`source`] turns the file into events in global order,
 //! [`state`] folds them into the context tree and its figures. Reports read the state.
 
+mod addr_map;
 pub mod source;
 pub mod state;
 
@@ -30,7 +31,7 @@ pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64,
     let mut state = ReplayState::new(options);
     let mut last = 0u64;
     log.replay(
-        |thread, event, part| state.apply(thread, event, part),
+        &mut state,
         |done| {
             if done - last >= 1 << 20 || done == total {
                 last = done;

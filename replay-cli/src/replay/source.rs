@@ -21,6 +21,43 @@ use std::path::Path;
 use memreplay_format::{Block, BlockFrame, Damage, Event, FileHeader, FormatError, LogReader, Part, ReadReport};
 use rayon::prelude::*;
 
+use super::ReplayState;
+
+/// What the events are handed to, in global order.
+pub trait EventSink {
+    /// One event (or realloc half) of stream `thread`.
+    fn event(&mut self, thread: u32, event: &Event, part: Part);
+
+    /// A hint: `event` comes a few events from now (see `addr_map.rs`).
+    #[inline]
+    fn upcoming(&mut self, _event: &Event) {}
+}
+
+impl<F: FnMut(u32, &Event, Part)> EventSink for F {
+    #[inline]
+    fn event(&mut self, thread: u32, event: &Event, part: Part) {
+        self(thread, event, part)
+    }
+}
+
+impl EventSink for ReplayState {
+    #[inline]
+    fn event(&mut self, thread: u32, event: &Event, part: Part) {
+        self.apply(thread, event, part)
+    }
+
+    #[inline]
+    fn upcoming(&mut self, event: &Event) {
+        ReplayState::upcoming(self, event)
+    }
+}
+
+/// How far ahead of the event being applied the next ones are announced: enough for
+/// their cache misses to overlap, not so far that the lines are evicted again. Measured
+/// on `replay_throughput`'s 20 M-event log (same session): no lookahead 6.1 M events/s,
+/// 8 events 8.5, 16 12, 32 13.5, 64 12.
+const LOOKAHEAD_EVENTS: usize = 32;
+
 /// A log whose blocks have been framed and indexed per thread, ready to replay.
 pub struct IndexedLog {
     pub header: FileHeader,
@@ -73,7 +110,7 @@ impl IndexedLog {
 
     /// Pass two: calls `f` with every event in global order, and `progress` with the
     /// number of events handed out so far, now and then.
-    pub fn replay(&mut self, mut f: impl FnMut(u32, &Event, Part), mut progress: impl FnMut(u64)) {
+    pub fn replay(&mut self, f: &mut impl EventSink, mut progress: impl FnMut(u64)) {
         let mut order: Vec<(u64, u64, usize)> = Vec::new();
         for (ti, t) in self.threads.iter().enumerate() {
             order.extend(t.blocks.iter().map(|&(offset, _, key)| (key, offset, ti)));
@@ -159,7 +196,7 @@ impl IndexedLog {
                 // Hand out the thread's items while they come before every other thread's.
                 let limit = heap.peek().map_or(u64::MAX, |Reverse((k, _))| *k).min(frontier(next));
                 let next_block = threads[ti].next_key(c);
-                handed_out += c.emit_run(key, limit, next_block, &mut f);
+                handed_out += c.emit_run(key, limit, next_block, f);
                 progress(handed_out);
                 if let Some(k) = c.head_key(threads[ti].next_key(c)) {
                     heap.push(Reverse((k, ti)));
@@ -171,7 +208,7 @@ impl IndexedLog {
             }
         });
         for c in &mut cursors {
-            handed_out += c.drain(&mut f);
+            handed_out += c.drain(f);
         }
         progress(handed_out);
         self.report.damage.extend(damage);
@@ -262,6 +299,12 @@ impl Cursor {
         self.queue.front().map(|b| (&b[self.pos], part))
     }
 
+    /// The event `d` events after the current one, if its block is at hand.
+    #[inline]
+    fn ahead(&self, d: usize) -> Option<&Event> {
+        self.queue.front()?.get(self.pos + d)
+    }
+
     #[inline]
     fn advance(&mut self, e_is_realloc: bool) {
         if e_is_realloc && self.part == 0 {
@@ -314,7 +357,7 @@ impl Cursor {
         first: u64,
         limit: u64,
         next_block: Option<u64>,
-        f: &mut impl FnMut(u32, &Event, Part),
+        f: &mut impl EventSink,
     ) -> u64 {
         debug_assert!(first < limit);
         let thread = self.thread;
@@ -337,20 +380,23 @@ impl Cursor {
                 },
                 None => {}
             }
-            f(thread, e, p);
+            f.event(thread, e, p);
             n += 1;
             self.advance(is_realloc);
+            if let Some(ahead) = self.ahead(LOOKAHEAD_EVENTS) {
+                f.upcoming(ahead);
+            }
         }
     }
 
     /// Hands out everything left.
-    fn drain(&mut self, f: &mut impl FnMut(u32, &Event, Part)) -> u64 {
+    fn drain(&mut self, f: &mut impl EventSink) -> u64 {
         let mut n = 0;
         let thread = self.thread;
         while let Some((e, part)) = self.current() {
             let (_, p) = item(e, part);
             let is_realloc = matches!(e, Event::Realloc { .. });
-            f(thread, e, p);
+            f.event(thread, e, p);
             n += 1;
             self.advance(is_realloc);
         }

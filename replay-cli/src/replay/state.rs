@@ -20,6 +20,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use memreplay_format::{context_flags, DomainKind, Event, Part, ResourceDesc, HEAP_DOMAIN};
 
+use super::addr_map::AddrMap;
+
 /// Index of a context node; [`ROOT`] is the tree's root (no context).
 pub type NodeId = u32;
 pub const ROOT: NodeId = 0;
@@ -162,7 +164,7 @@ pub struct Node {
 
 /// A live allocation: 32 bytes, since the replay's cost is mostly the cache misses of
 /// the live-allocation maps. Container usage is kept aside (`ReplayState::used`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Live {
     size: u64,
     seq: u64,
@@ -355,7 +357,7 @@ const BIG: u64 = 4096;
 
 /// Freed addresses are remembered (to tell a double free from a free of memory allocated
 /// before the recording) until they outnumber both the live allocations and this.
-pub const FREED_REMEMBERED: usize = 1 << 20;
+pub const FREED_REMEMBERED: usize = 1 << 16;
 
 /// What a free found at its address.
 enum Freed {
@@ -375,7 +377,7 @@ enum Freed {
 /// [`FREED_REMEMBERED`], which bounds memory by the live allocations.
 #[derive(Debug, Clone, Default)]
 struct LiveAllocations {
-    map: FxMap<u64, Live>,
+    map: AddrMap<Live>,
     freed: usize,
 }
 
@@ -408,18 +410,16 @@ impl LiveAllocations {
     fn free(&mut self, addr: u64) -> Freed {
         let tombstone = Live { size: 0, seq: 0, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
         let found = match self.map.entry(addr) {
-            std::collections::hash_map::Entry::Occupied(mut e) if e.get().is_live() => {
-                Freed::Live(std::mem::replace(e.get_mut(), tombstone))
-            }
-            std::collections::hash_map::Entry::Occupied(_) => return Freed::Again,
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(tombstone);
+            (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
+            (_, true) => return Freed::Again,
+            (l, false) => {
+                *l = tombstone;
                 Freed::Unknown
             }
         };
         self.freed += 1;
         if self.freed > FREED_REMEMBERED && self.freed > self.map.len() - self.freed {
-            self.map.retain(|_, l| l.is_live());
+            self.map.retain(Live::is_live);
             self.freed = 0;
         }
         found
@@ -427,11 +427,11 @@ impl LiveAllocations {
 
     #[inline]
     fn get(&self, addr: u64) -> Option<&Live> {
-        self.map.get(&addr).filter(|l| l.is_live())
+        self.map.get(addr).filter(|l| l.is_live())
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, &Live)> + '_ {
-        self.map.iter().filter(|(_, l)| l.is_live()).map(|(&a, l)| (a, l))
+        self.map.iter().filter(|(_, l)| l.is_live())
     }
 }
 
@@ -455,6 +455,27 @@ impl ReplayState {
             children: Vec::new(),
         });
         s
+    }
+
+    /// A hint that `event` comes soon: starts loading what applying it will touch.
+    #[inline]
+    pub fn upcoming(&self, event: &Event) {
+        let (domain, addr) = match *event {
+            Event::Alloc { domain, addr, .. } | Event::Free { domain, addr, .. } => (domain, addr),
+            Event::Realloc { old_addr, new_addr, .. } => {
+                self.prefetch(HEAP_DOMAIN, old_addr);
+                (HEAP_DOMAIN, new_addr)
+            }
+            _ => return,
+        };
+        self.prefetch(domain, addr);
+    }
+
+    #[inline]
+    fn prefetch(&self, domain: u32, addr: u64) {
+        if let Some(d) = self.domain_index(domain) {
+            self.live[d as usize].map.prefetch(addr);
+        }
     }
 
     /// Applies one event (or realloc half) of `thread`, in global order.

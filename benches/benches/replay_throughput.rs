@@ -1,0 +1,329 @@
+//! The analyzer's speed and memory: end-to-end `replay-cli summarize` on generated logs.
+//!
+//! Not a criterion bench (one iteration takes a second or more): it generates a log,
+//! then times `replay_cli::report::run(Summarize, ..)` — index the file, decode blocks in
+//! parallel, merge the threads by sequence number, replay every event, build and render
+//! the summary — and prints events per second (median of `--runs`, default 3). Then, for
+//! 20 M and 100 M events, the analyzer's peak RSS, each measured in a fresh child process
+//! (this binary with `--child LOG`) so that nothing else counts.
+//!
+//! The log is shaped like a game's: 4 threads in runs of 1-200 events; contexts nested up
+//! to 4 deep (80 names, the innermost flagged as instances); 2000 allocation callstacks;
+//! sizes mostly 16-256 bytes with a tail to 256 KiB; lifetimes mixed like `log_size`'s
+//! (half LIFO temporaries, a third FIFO queues, the rest long-lived and freed at random,
+//! a tenth of those by another thread) and 2 % kept to the end (assets a level holds), so
+//! the live set grows with the log: about 200 000 allocations per 20 M events; addresses
+//! from a malloc-like model (LIFO free lists per size class, new memory bumped from a
+//! top), a frame every 100 000 events, a label every 10 frames and a container usage
+//! report on 1 % of allocations.
+//!
+//! `cargo bench -p memreplay-benches --bench replay_throughput`
+//! (`-- --events N` for the timed log, `--runs R`, `--rss-events A,B` for the memory
+//! runs, `--keep DIR` to keep the logs.)
+
+use std::collections::VecDeque;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use memreplay_format::{Event, EventEncoder, FileHeader, LogWriter, HEAP_DOMAIN};
+use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
+
+/// xorshift64*: deterministic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A game-like size: 55% 16-64 B, 27% 64-256 B, 12% 256 B-4 KiB, 5% 4-64 KiB, 1% 64-256 KiB.
+fn size(rng: &mut Rng) -> u64 {
+    let (lo, hi) = match rng.below(100) {
+        0..=54 => (16, 64),
+        55..=81 => (64, 256),
+        82..=93 => (256, 4096),
+        94..=98 => (4096, 65536),
+        _ => (65536, 262_144),
+    };
+    (lo + rng.below(hi - lo) + 7) & !7
+}
+
+/// Addresses as malloc hands them out: the last block freed of a size class first, else
+/// new memory from the top.
+struct AddressModel {
+    free_lists: Vec<Vec<u64>>,
+    top: u64,
+}
+
+impl AddressModel {
+    fn class(size: u64) -> (usize, u64) {
+        if size <= 4096 {
+            (size.div_ceil(16) as usize, size.next_multiple_of(16))
+        } else {
+            (257 + size.div_ceil(4096) as usize, size.next_multiple_of(4096))
+        }
+    }
+
+    fn alloc(&mut self, size: u64) -> u64 {
+        let (class, rounded) = Self::class(size);
+        self.free_lists[class].pop().unwrap_or_else(|| {
+            let a = self.top;
+            self.top += rounded + 16;
+            a
+        })
+    }
+
+    fn free(&mut self, addr: u64, size: u64) {
+        self.free_lists[Self::class(size).0].push(addr);
+    }
+}
+
+struct GenThread {
+    enc: EventEncoder,
+    lifo: Vec<(u64, u64)>,
+    fifo: VecDeque<(u64, u64)>,
+    long: Vec<(u64, u64)>,
+    depth: u32,
+}
+
+const THREADS: usize = 4;
+const STACKS: u64 = 2000;
+const BLOCK_BYTES: usize = 60 << 10;
+
+fn header() -> FileHeader {
+    FileHeader {
+        version_major: memreplay_format::VERSION_MAJOR,
+        version_minor: memreplay_format::VERSION_MINOR,
+        flags: memreplay_format::header_flags::CALLSTACKS_ON_ALLOC | memreplay_format::header_flags::USAGE_CHANGES,
+        pointer_width: 8,
+        pid: 1,
+        start_unix_ns: 0,
+        ticks_per_second: 1_000_000_000,
+        max_stack_depth: 16,
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        exe_path: "/bench/game".into(),
+        recorder: "replay_throughput generator".into(),
+    }
+}
+
+/// Writes a log of about `events` events to `path`.
+fn generate(path: &Path, events: u64) {
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create the log"));
+    let mut w = LogWriter::new(file, &header()).expect("write the header");
+    let mut threads: Vec<GenThread> = (0..THREADS)
+        .map(|_| GenThread {
+            enc: EventEncoder::new(),
+            lifo: Vec::new(),
+            fifo: VecDeque::new(),
+            long: Vec::new(),
+            depth: 0,
+        })
+        .collect();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut heap = AddressModel { free_lists: vec![Vec::new(); 257 + 65 + 1], top: 0x5555_0000_0000 };
+    let (mut seq, mut ns, mut made, mut frame) = (0u64, 0u64, 0u64, 0u64);
+
+    let defs = &mut threads[0].enc;
+    let types = ["Level", "Zone", "Group", "Asset"];
+    for (i, ty) in types.iter().enumerate() {
+        let id = i as u32 + 1;
+        defs.push(&Event::DefineString { id, text: (*ty).into() });
+        defs.push(&Event::DefineContextType { id, name: id });
+    }
+    for depth in 0..4u32 {
+        for n in 0..20u32 {
+            let text = format!("{}{n}", types[depth as usize].to_lowercase());
+            defs.push(&Event::DefineString { id: 100 + depth * 20 + n, text });
+        }
+    }
+    defs.push(&Event::DefineString { id: 200, text: "checkpoint".into() });
+    for id in 1..=STACKS as u32 {
+        let frames = (0..16).map(|k| 0x5555_5555_0000 + k * 0x1000 + rng.below(0x800)).collect();
+        defs.push(&Event::DefineStack { id, frames });
+    }
+
+    while made < events {
+        let t = rng.below(THREADS as u64) as usize;
+        for _ in 0..=rng.below(200) {
+            let th = &mut threads[t];
+            if made % 256 == 0 {
+                ns += 1_000 + rng.below(5_000);
+                th.enc.push(&Event::Time { ns });
+            }
+            if made % 100_000 == 0 {
+                seq += 1;
+                th.enc.push(&Event::FrameStart { seq, frame });
+                if frame % 10 == 0 {
+                    seq += 1;
+                    th.enc.push(&Event::Label { seq, name: 200 });
+                }
+                frame += 1;
+            }
+            let r = rng.below(1000);
+            if r < 10 && th.depth < 4 {
+                let d = th.depth;
+                let name = 100 + d * 20 + rng.below(20) as u32;
+                th.enc.push(&Event::ContextPush { ty: d + 1, name, flags: u8::from(d == 3) });
+                th.depth += 1;
+            } else if r < 20 && th.depth > 0 {
+                th.enc.push(&Event::ContextPop);
+                th.depth -= 1;
+            } else if r < 510 {
+                seq += 1;
+                let size = size(&mut rng);
+                let addr = heap.alloc(size);
+                let stack = 1 + rng.below(STACKS) as u32;
+                th.enc.push(&Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2: 3, stack });
+                if rng.below(100) == 0 {
+                    seq += 1;
+                    th.enc.push(&Event::Usage { seq, addr, used: rng.below(size + 1) });
+                }
+                match rng.below(100) {
+                    0..=47 => th.lifo.push((addr, size)),
+                    48..=82 => th.fifo.push_back((addr, size)),
+                    83..=97 => th.long.push((addr, size)),
+                    _ => {} // Kept to the end.
+                }
+            } else {
+                let freed = match rng.below(100) {
+                    0..=49 => threads[t].lifo.pop(),
+                    50..=84 => threads[t].fifo.pop_front(),
+                    _ => {
+                        let owner = if rng.below(10) == 0 { rng.below(THREADS as u64) as usize } else { t };
+                        let long = &mut threads[owner].long;
+                        (!long.is_empty()).then(|| long.swap_remove(rng.below(long.len() as u64) as usize))
+                    }
+                };
+                let Some((addr, size)) = freed else { continue };
+                seq += 1;
+                threads[t].enc.push(&Event::Free { seq, domain: HEAP_DOMAIN, addr, stack: 0 });
+                heap.free(addr, size);
+            }
+            made += 1;
+            if threads[t].enc.len() >= BLOCK_BYTES {
+                w.write_block(t as u32 + 1, &mut threads[t].enc).expect("write a block");
+            }
+        }
+    }
+    for (t, th) in threads.iter_mut().enumerate() {
+        w.write_block(t as u32 + 1, &mut th.enc).expect("write a block");
+    }
+    w.finish(0, ns).expect("finish the log");
+}
+
+/// One end-to-end `summarize`: returns (seconds, bytes of text produced).
+fn summarize(log: &Path) -> (f64, usize) {
+    let args = ReportArgs::new(log);
+    let mut out = Vec::new();
+    let start = Instant::now();
+    report::run(ReportKind::Summarize, &args, Progress::Hidden, &mut out).expect("summarize the log");
+    (start.elapsed().as_secs_f64(), out.len())
+}
+
+/// Peak resident memory of this process, in bytes (VmHWM).
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn events_in(log: &Path) -> u64 {
+    memreplay_format::LogReader::new(std::fs::File::open(log).expect("open the log"))
+        .map(|mut r| {
+            let mut n = 0u64;
+            while let Ok(Some(b)) = r.next_block() {
+                n += u64::from(b.frame.event_count);
+            }
+            n
+        })
+        .unwrap_or(0)
+}
+
+fn log_for(dir: &Path, events: u64) -> PathBuf {
+    let path = dir.join(format!("replay-bench-{events}.mrl"));
+    if !path.exists() {
+        let start = Instant::now();
+        generate(&path, events);
+        let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        println!(
+            "generated {} ({} bytes, {:.2} bytes/event) in {:.1} s",
+            path.display(),
+            bytes,
+            bytes as f64 / events as f64,
+            start.elapsed().as_secs_f64()
+        );
+    }
+    path
+}
+
+fn main() {
+    // `--child LOG`: one summarize, then report this process's peak memory.
+    if let Some(log) = arg("--child") {
+        let (secs, _) = summarize(Path::new(&log));
+        println!("{} {secs}", peak_rss());
+        return;
+    }
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs this too: keep it small.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let events: u64 = arg("--events").and_then(|v| v.parse().ok()).unwrap_or(if smoke { 50_000 } else { 20_000_000 });
+    let runs: usize = arg("--runs").and_then(|v| v.parse().ok()).unwrap_or(if smoke { 1 } else { 3 });
+    let rss_events: Vec<u64> = arg("--rss-events")
+        .unwrap_or_else(|| if smoke { String::new() } else { "20000000,100000000".into() })
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let keep = arg("--keep").map(PathBuf::from);
+    let dir = keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("replay-bench-{}", std::process::id())));
+    std::fs::create_dir_all(&dir).expect("create the log folder");
+
+    let log = log_for(&dir, events);
+    let n = events_in(&log);
+    let mut times: Vec<f64> = Vec::new();
+    for run in 1..=runs {
+        let (secs, text) = summarize(&log);
+        println!("run {run}: summarize of {n} events in {secs:.3} s: {:.1} M events/s ({text} bytes of text)", n as f64 / secs / 1e6);
+        times.push(secs);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    println!("RESULT summarize_events_per_s {:.0} (median of {runs}, {n} events)", n as f64 / median);
+
+    for &events in &rss_events {
+        let log = log_for(&dir, events);
+        let n = events_in(&log);
+        let out = std::process::Command::new(std::env::current_exe().expect("this binary"))
+            .args(["--child", &log.display().to_string()])
+            .output()
+            .expect("run the child");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut fields = text.split_whitespace();
+        let rss: u64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let secs: f64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        println!(
+            "RESULT summarize_peak_rss {} MiB for {n} events ({:.1} M events/s in that run)",
+            rss >> 20,
+            n as f64 / secs.max(1e-9) / 1e6
+        );
+    }
+    if keep.is_none() {
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
