@@ -386,6 +386,11 @@ impl Cursor {
             if let Some(ahead) = self.ahead(LOOKAHEAD_EVENTS) {
                 f.upcoming(ahead);
             }
+            // The decoded events were written by another core: fetch them before
+            // `upcoming` reads them, or every line of them is a stall.
+            if let Some(later) = self.ahead(2 * LOOKAHEAD_EVENTS) {
+                super::addr_map::prefetch_line(later);
+            }
         }
     }
 
