@@ -356,8 +356,8 @@ const DIRECT_IDS: usize = 1 << 16;
 const BIG: u64 = 4096;
 
 /// Freed addresses are remembered (to tell a double free from a free of memory allocated
-/// before the recording) until they outnumber both the live allocations and this.
-pub const FREED_REMEMBERED: usize = 1 << 16;
+/// before the recording) for at least this many frees of their domain.
+pub const FREED_REMEMBERED: u64 = 1 << 16;
 
 /// What a free found at its address.
 enum Freed {
@@ -373,12 +373,16 @@ enum Freed {
 /// One domain's live allocations by address, plus a tombstone for each address freed
 /// since it was last allocated. The tombstone costs nothing extra: a free finds the entry
 /// anyway, and marks it instead of removing it, so the replay probes the map once per
-/// event. Tombstones are swept when they outnumber the live allocations and
-/// [`FREED_REMEMBERED`], which bounds memory by the live allocations.
+/// event. When tombstones outnumber the live allocations and twice
+/// [`FREED_REMEMBERED`], those older than [`FREED_REMEMBERED`] frees are swept, which
+/// bounds memory by the live allocations (and a constant).
 #[derive(Debug, Clone, Default)]
 struct LiveAllocations {
     map: AddrMap<Live>,
-    freed: usize,
+    /// Tombstones in `map`.
+    freed: u64,
+    /// Frees so far: a tombstone's `seq` is the count at its free.
+    frees: u64,
 }
 
 impl Live {
@@ -408,7 +412,8 @@ impl LiveAllocations {
 
     #[inline]
     fn free(&mut self, addr: u64) -> Freed {
-        let tombstone = Live { size: 0, seq: 0, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
+        self.frees += 1;
+        let tombstone = Live { size: 0, seq: self.frees, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
         let found = match self.map.entry(addr) {
             (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
             (_, true) => return Freed::Again,
@@ -418,9 +423,10 @@ impl LiveAllocations {
             }
         };
         self.freed += 1;
-        if self.freed > FREED_REMEMBERED && self.freed > self.map.len() - self.freed {
-            self.map.retain(Live::is_live);
-            self.freed = 0;
+        if self.freed > 2 * FREED_REMEMBERED && self.freed > self.map.len() as u64 - self.freed {
+            let oldest_kept = self.frees.saturating_sub(FREED_REMEMBERED);
+            self.map.retain(|l| l.is_live() || l.seq > oldest_kept);
+            self.freed = self.map.iter().filter(|(_, l)| !l.is_live()).count() as u64;
         }
         found
     }
@@ -963,3 +969,40 @@ impl ReplayState {
 }
 
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(size: u64) -> Live {
+        Live { size, seq: 1, thread_alloc_no: 1, slot: 0, site: 0 }
+    }
+
+    /// A double free is recognized across `FREED_REMEMBERED - 1` other frees, and the
+    /// tombstones of a long run of frees stay bounded.
+    #[test]
+    fn freed_addresses_are_remembered_for_a_bounded_window() {
+        let mut m = LiveAllocations::default();
+        m.insert(0x10, live(16));
+        assert!(matches!(m.free(0x10), Freed::Live(l) if l.size == 16));
+        // Many other blocks allocated and freed, each at a new address.
+        for i in 0..FREED_REMEMBERED - 1 {
+            let addr = 0x1_0000 + i * 16;
+            m.insert(addr, live(16));
+            assert!(matches!(m.free(addr), Freed::Live(_)));
+        }
+        assert!(matches!(m.free(0x10), Freed::Again));
+        assert!(matches!(m.free(0x20), Freed::Unknown), "never allocated");
+        assert!(matches!(m.free(0x20), Freed::Again), "freed just before");
+        // Reallocated: live again, then freed once more.
+        m.insert(0x10, live(32));
+        assert!(matches!(m.free(0x10), Freed::Live(l) if l.size == 32));
+        // A long run of frees: what is remembered stays bounded.
+        for i in 0..10 * FREED_REMEMBERED {
+            m.free(0x100_0000 + i * 16);
+            assert!(m.freed <= 2 * FREED_REMEMBERED + 1);
+        }
+        assert!(m.map.len() as u64 <= 2 * FREED_REMEMBERED + 1);
+        assert_eq!(m.iter().count(), 0, "nothing live");
+    }
+}
