@@ -52,6 +52,14 @@ fn default_run_reports_the_demos_figures() {
     }
     assert!(s.capture.recorded.callstacks_on_alloc && s.capture.recorded.usage_changes);
     assert!(s.capture.threads.iter().all(|t| t.open_contexts == 0));
+    // A well-behaved game: nothing freed twice, no overlap, every attach and pop resolved
+    // (frees of memory allocated before the recording started are legitimate).
+    let a = &s.anomalies;
+    assert_eq!(
+        (a.double_frees, a.overlapping_allocs, a.unresolved_attaches, a.unbalanced_pops, a.usage_without_allocation),
+        (0, 0, 0, 0, 0),
+        "{a:?}"
+    );
 
     // The VRAM domains: everything is loaded before anything is freed, so the peak is
     // the sum of every allocation, reached during the level load (after "main menu").
