@@ -885,11 +885,8 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
     prop_assert_eq!(&domains, &expected, "domain totals and peaks");
 
     // Allocation sites.
-    let sites: BTreeMap<(u32, DomainId), SiteM> = s
-        .sites
-        .iter()
-        .map(|site| ((site.stack, site.domain), (site.now, site.frees_by_stack().collect())))
-        .collect();
+    let sites: BTreeMap<(u32, DomainId), SiteM> =
+        s.sites.iter().map(|site| ((site.stack, site.domain), (site.now, site.frees_by_stack().collect()))).collect();
     let site_held = m.site_held(None);
     let expected: BTreeMap<(u32, DomainId), SiteM> = m
         .sites
@@ -924,11 +921,11 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
 
     // Labels, frames, the frame snapshot.
     let labels: Vec<MarkerM> =
-        s.labels.iter().map(|l| (l.name, l.seq, l.time_ns, l.frame, held_map(&l.held))).collect();
+        s.labels.iter().map(|l| (l.name, l.seq, l.time_ns, l.frame, held_map(&s.held_at(l)))).collect();
     prop_assert_eq!(&labels, &m.labels, "labels");
     let frames: Vec<(u64, u64, u64)> = s.frames.iter().map(|f| (f.frame, f.seq, f.time_ns)).collect();
     prop_assert_eq!(&frames, &m.frames, "frames");
-    let snapshot = s.frame_snapshot.as_ref().map(|l| (l.name, l.seq, l.time_ns, l.frame, held_map(&l.held)));
+    let snapshot = s.frame_snapshot.as_ref().map(|l| (l.name, l.seq, l.time_ns, l.frame, held_map(&s.held_at(l))));
     prop_assert_eq!(&snapshot, &m.frame_snapshot, "frame snapshot");
 
     // Anomalies, events, threads.

@@ -30,15 +30,12 @@ pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64,
     let start = std::time::Instant::now();
     let mut state = ReplayState::new(options);
     let mut last = 0u64;
-    log.replay(
-        &mut state,
-        |done| {
-            if done - last >= 1 << 20 || done == total {
-                last = done;
-                progress(done, total);
-            }
-        },
-    );
+    log.replay(&mut state, |done| {
+        if done - last >= 1 << 20 || done == total {
+            last = done;
+            progress(done, total);
+        }
+    });
     let secs = start.elapsed().as_secs_f64();
     tracing::debug!(
         "replayed {} events in {:.3} s ({:.1} M events/s)",

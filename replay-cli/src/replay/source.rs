@@ -352,13 +352,7 @@ impl Cursor {
     /// next sequenced item stays below `limit` (`first < limit`: the caller decoded every
     /// block that could come before it). Unsequenced items go out only once the
     /// sequenced item after them is known to go out too. Returns how many.
-    fn emit_run(
-        &mut self,
-        first: u64,
-        limit: u64,
-        next_block: Option<u64>,
-        f: &mut impl EventSink,
-    ) -> u64 {
+    fn emit_run(&mut self, first: u64, limit: u64, next_block: Option<u64>, f: &mut impl EventSink) -> u64 {
         debug_assert!(first < limit);
         let thread = self.thread;
         let mut n = 0;

@@ -145,6 +145,9 @@ pub struct Slot {
     /// Index of its domain in `ReplayState::domains`.
     dom: u32,
     at_peak: AtPeak,
+    /// Snapshot points (labels, the frame asked for) placed when it last changed: it has
+    /// held `now` at every point since.
+    points_seen: u32,
 }
 
 /// A context node.
@@ -220,15 +223,24 @@ pub struct ThreadState {
     last_slot: Option<(NodeId, u32, u32)>,
 }
 
-/// A named point in time, with what every slot held there.
+/// A named point in time; [`ReplayState::held_at`] tells what every slot held there.
 #[derive(Debug, Clone)]
 pub struct Marker {
     pub name: u32,
     pub seq: u64,
     pub time_ns: u64,
     pub frame: Option<u64>,
-    /// (slot, what it held) for every slot holding something.
-    pub held: Vec<(u32, Held)>,
+    /// Its number among the snapshot points.
+    point: u32,
+}
+
+/// What a slot held at the snapshot points `from..to` (it changed at neither end).
+#[derive(Debug, Clone, Copy)]
+struct PointsHeld {
+    slot: u32,
+    from: u32,
+    to: u32,
+    held: Held,
 }
 
 /// A frame start.
@@ -344,6 +356,9 @@ pub struct ReplayState {
     big: std::collections::BTreeMap<u64, u64>,
     current_frame: Option<u64>,
     last_label: Option<u32>,
+    /// Snapshot points placed so far, and what slots held at them (see `touch`).
+    points: u32,
+    points_held: Vec<PointsHeld>,
 }
 
 /// Ids (stacks, domains) below this are looked up in plain tables, the rest in maps: the
@@ -600,7 +615,7 @@ impl ReplayState {
         let next = self.slots.len() as u32;
         let id = *self.slot_index.entry((node, domain, thread)).or_insert(next);
         if id == next {
-            self.slots.push(Slot { node, domain, thread, dom, ..Default::default() });
+            self.slots.push(Slot { node, domain, thread, dom, points_seen: self.points, ..Default::default() });
             self.nodes[node as usize].slots.push(id);
         }
         self.threads[ti].last_slot = Some((node, dom, id));
@@ -609,11 +624,21 @@ impl ReplayState {
 
     /// Before the figures of a slot and a site (of one domain) change: keep what they held
     /// at the domain's latest peak.
+    /// The same for the snapshot points (labels): a slot that held something and did not
+    /// change since some points were placed records what it held at them, once; so a
+    /// label costs nothing, and memory grows with the slots that change between labels.
     #[inline]
     fn touch(&mut self, slot: u32, site: u32) {
         let s = &mut self.slots[slot as usize];
         let epoch = self.domains[s.dom as usize].epoch;
         s.at_peak.before_change(&s.now, epoch);
+        if s.points_seen != self.points {
+            if s.now.live_count > 0 {
+                let held = Held::of(&s.now);
+                self.points_held.push(PointsHeld { slot, from: s.points_seen, to: self.points, held });
+            }
+            s.points_seen = self.points;
+        }
         let s = &mut self.sites[site as usize];
         s.at_peak.before_change(&s.now, epoch);
     }
@@ -824,15 +849,32 @@ impl ReplayState {
             .find_map(|base| heap.get(base).filter(|l| addr < base.wrapping_add(l.size)).map(node))
     }
 
-    fn marker(&self, name: u32, seq: u64, time_ns: u64) -> Marker {
-        let held = self
-            .slots
+    /// Places a snapshot point.
+    fn marker(&mut self, name: u32, seq: u64, time_ns: u64) -> Marker {
+        let point = self.points;
+        self.points += 1;
+        Marker { name, seq, time_ns, frame: self.current_frame, point }
+    }
+
+    /// (slot, what it held) at `marker`, for every slot that held something, by slot.
+    pub fn held_at(&self, marker: &Marker) -> Vec<(u32, Held)> {
+        let p = marker.point;
+        let mut held: Vec<(u32, Held)> = self
+            .points_held
             .iter()
-            .enumerate()
-            .filter(|(_, s)| s.now.live_count > 0)
-            .map(|(i, s)| (i as u32, Held::of(&s.now)))
+            .filter(|h| h.from <= p && p < h.to)
+            .map(|h| (h.slot, h.held))
+            .chain(
+                // Unchanged since the point.
+                self.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.points_seen <= p && s.now.live_count > 0)
+                    .map(|(i, s)| (i as u32, Held::of(&s.now))),
+            )
             .collect();
-        Marker { name, seq, time_ns, frame: self.current_frame, held }
+        held.sort_unstable_by_key(|&(slot, _)| slot);
+        held
     }
 
     /// What slot `slot` held at its domain's peak.
@@ -967,8 +1009,6 @@ impl ReplayState {
         self.thread(thread).map_or(0, |t| t.contexts.len())
     }
 }
-
-
 
 #[cfg(test)]
 mod tests {

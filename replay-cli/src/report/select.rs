@@ -172,7 +172,7 @@ impl Selection {
                 (p, Some(m))
             }
         };
-        let held = marker.map(|m| m.held.iter().copied().collect());
+        let held = marker.map(|m| state.held_at(m).into_iter().collect());
         Ok(Selection {
             domains: domain.map_or(all, |d| vec![d]),
             domain,

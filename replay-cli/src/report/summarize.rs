@@ -460,7 +460,12 @@ fn top_sites(l: &Loaded, limit: usize) -> Vec<SiteSummary> {
                 temporaries: s.now.temp_count,
                 freed_from: freed
                     .into_iter()
-                    .map(|(stack, (frees, bytes))| FreeSite { stack, frames: leaks::frames(state, stack), frees, bytes })
+                    .map(|(stack, (frees, bytes))| FreeSite {
+                        stack,
+                        frames: leaks::frames(state, stack),
+                        frees,
+                        bytes,
+                    })
                     .collect(),
                 hidden_free_sites,
             }
@@ -862,7 +867,15 @@ impl Summary {
                 }
                 if s.hidden_free_sites > 0 {
                     let more = format!("  … {} more free callstacks", s.hidden_free_sites);
-                    t.row(vec![String::new(), String::new(), String::new(), String::new(), String::new(), String::new(), more]);
+                    t.row(vec![
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        more,
+                    ]);
                 }
             }
         }
