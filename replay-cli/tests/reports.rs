@@ -921,3 +921,23 @@ fn every_report_survives_a_corrupt_block() {
     let text = run(&["summarize", p]);
     assert!(text.contains("checksum"), "{text}");
 }
+
+/// A log with many labels lists the first dozen in the text, all of them in JSON.
+#[test]
+fn summarize_text_cuts_long_label_lists() {
+    let path = temp("labels.mrl");
+    let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header()).unwrap();
+    let mut e = EventEncoder::new();
+    e.push(&Event::DefineString { id: 1, text: "tick".into() });
+    for seq in 1..=15 {
+        e.push(&Event::Label { seq, name: 1 });
+    }
+    w.write_block(1, &mut e).unwrap();
+    w.finish(0, 1_000).unwrap();
+    let p = path.to_str().unwrap();
+    assert_eq!(json(&["summarize", p])["capture"]["labels"].as_array().unwrap().len(), 15);
+    let text = run(&["summarize", p]);
+    let line = text.lines().find(|l| l.trim_start().starts_with("labels")).unwrap();
+    assert_eq!(line.matches("\"tick\"").count(), 12, "{line}");
+    assert!(line.ends_with("… 3 more (--json lists them all)"), "{line}");
+}

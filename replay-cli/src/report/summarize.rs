@@ -79,6 +79,9 @@ pub struct FreeSite {
     pub bytes: u64,
 }
 
+/// Labels listed in the text (JSON has them all).
+const TEXT_LABELS: usize = 12;
+
 /// Free callstacks listed per allocation site.
 const FREE_SITES: usize = 5;
 
@@ -581,8 +584,15 @@ impl Summary {
             .collect();
         writeln!(o, "  threads    {}", threads.join(", "))?;
         if !c.labels.is_empty() {
-            let labels: Vec<String> =
-                c.labels.iter().map(|l| format!("\"{}\" at {}", l.name, format_ms(l.time_ns))).collect();
+            let mut labels: Vec<String> = c
+                .labels
+                .iter()
+                .take(TEXT_LABELS)
+                .map(|l| format!("\"{}\" at {}", l.name, format_ms(l.time_ns)))
+                .collect();
+            if c.labels.len() > TEXT_LABELS {
+                labels.push(format!("… {} more (--json lists them all)", c.labels.len() - TEXT_LABELS));
+            }
             writeln!(o, "  labels     {}", labels.join(", "))?;
         }
         let i = &self.integrity;
