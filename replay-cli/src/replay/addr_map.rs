@@ -6,10 +6,13 @@
 //! the next events before it applies them, and [`AddrMap::prefetch`] starts loading their
 //! slots a few events ahead, so the misses overlap instead of following one another.
 //!
-//! It is deliberately simple: linear probing over a power-of-two array of keys and a
-//! parallel array of values, insert and update only. Nothing is ever removed one by one
-//! (the replay marks freed entries instead, see `state.rs`); [`AddrMap::retain`] rebuilds
-//! the table without the entries it drops.
+//! It is deliberately simple: linear probing over a power-of-two array of (key, value)
+//! entries, insert and update only. A key sits next to its value, so a lookup touches one
+//! cache line (two when an entry straddles) on one page; on Linux the array asks for
+//! transparent huge pages, since at a million live allocations the table spans tens of
+//! megabytes and a lookup would otherwise miss the TLB as well as the cache. Nothing is
+//! ever removed one by one (the replay marks freed entries instead, see `state.rs`);
+//! [`AddrMap::retain`] rebuilds the table without the entries it drops.
 
 /// The key of an empty slot. A real entry with this key lives in `max_key`.
 const EMPTY: u64 = u64::MAX;
@@ -19,9 +22,8 @@ const MIN_CAPACITY: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct AddrMap<V> {
-    keys: Vec<u64>,
-    values: Vec<V>,
-    /// Entries in `keys`/`values` (not counting `max_key`).
+    entries: Vec<(u64, V)>,
+    /// Entries in `entries` (not counting `max_key`).
     len: usize,
     /// The entry whose key is `u64::MAX` (the empty marker), if any.
     max_key: Option<V>,
@@ -29,7 +31,7 @@ pub struct AddrMap<V> {
 
 impl<V> Default for AddrMap<V> {
     fn default() -> Self {
-        AddrMap { keys: Vec::new(), values: Vec::new(), len: 0, max_key: None }
+        AddrMap { entries: Vec::new(), len: 0, max_key: None }
     }
 }
 
@@ -43,6 +45,25 @@ pub fn prefetch_line<T>(p: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Asks the kernel to back `v`'s memory with huge pages (a hint, Linux only).
+fn huge_pages<T>(v: &[T]) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = (v.as_ptr() as usize).next_multiple_of(PAGE);
+        let end = v.as_ptr() as usize + std::mem::size_of_val(v);
+        if end > start + (2 << 20) {
+            // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs these
+            // pages, which lie inside `v`'s allocation; it never changes their contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
 }
 
 /// Fibonacci hashing: addresses are multiples of 8 or 16 and clustered; the multiply
@@ -61,7 +82,7 @@ impl<V: Copy + Default> AddrMap<V> {
 
     #[inline(always)]
     fn mask(&self) -> usize {
-        self.keys.len().wrapping_sub(1)
+        self.entries.len().wrapping_sub(1)
     }
 
     /// The slot holding `key`, or the empty slot where it would go.
@@ -70,7 +91,7 @@ impl<V: Copy + Default> AddrMap<V> {
         let mask = self.mask();
         let mut i = home(key, mask);
         loop {
-            let k = self.keys[i];
+            let k = self.entries[i].0;
             if k == key || k == EMPTY {
                 return i;
             }
@@ -84,11 +105,11 @@ impl<V: Copy + Default> AddrMap<V> {
         if key == EMPTY {
             return self.max_key.as_ref();
         }
-        if self.keys.is_empty() {
+        if self.entries.is_empty() {
             return None;
         }
-        let i = self.find(key);
-        (self.keys[i] == key).then(|| &self.values[i])
+        let e = &self.entries[self.find(key)];
+        (e.0 == key).then_some(&e.1)
     }
 
     /// The value of `key`, inserting `V::default()` first if it is absent; the flag says
@@ -100,17 +121,17 @@ impl<V: Copy + Default> AddrMap<V> {
             return (self.max_key.get_or_insert_with(V::default), present);
         }
         // At most three quarters full: linear probing degrades fast past that.
-        if (self.len + 1) * 4 > self.keys.len() * 3 {
+        if (self.len + 1) * 4 > self.entries.len() * 3 {
             self.grow();
         }
         let i = self.find(key);
-        let present = self.keys[i] == key;
+        let e = &mut self.entries[i];
+        let present = e.0 == key;
         if !present {
-            self.keys[i] = key;
-            self.values[i] = V::default();
+            *e = (key, V::default());
             self.len += 1;
         }
-        (&mut self.values[i], present)
+        (&mut e.1, present)
     }
 
     /// Sets `key` to `value`; returns the value it replaces.
@@ -121,28 +142,24 @@ impl<V: Copy + Default> AddrMap<V> {
         present.then_some(old)
     }
 
-    /// Starts loading the slot of `key` into the cache (a hint; does nothing elsewhere
-    /// than on x86-64).
+    /// Starts loading the slot of `key` into the cache (a hint).
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        if self.keys.is_empty() {
+        if self.entries.is_empty() {
             return;
         }
-        let i = home(key, self.mask());
-        prefetch_line(&self.keys[i]);
-        // A value may straddle two cache lines: fetch both ends.
-        let value: *const u8 = (&self.values[i] as *const V).cast();
-        prefetch_line(value);
-        prefetch_line(value.wrapping_add(std::mem::size_of::<V>() - 1));
+        let e: *const u8 = (&self.entries[home(key, self.mask())] as *const (u64, V)).cast();
+        // An entry may straddle two cache lines: fetch both ends.
+        prefetch_line(e);
+        prefetch_line(e.wrapping_add(std::mem::size_of::<(u64, V)>() - 1));
     }
 
     /// Every entry, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> + '_ {
-        self.keys
+        self.entries
             .iter()
-            .zip(&self.values)
-            .filter(|(&k, _)| k != EMPTY)
-            .map(|(&k, v)| (k, v))
+            .filter(|e| e.0 != EMPTY)
+            .map(|e| (e.0, &e.1))
             .chain(self.max_key.as_ref().map(|v| (EMPTY, v)))
     }
 
@@ -160,14 +177,15 @@ impl<V: Copy + Default> AddrMap<V> {
     /// at most one half.
     fn rebuild(&mut self, entries: usize, mut keep: impl FnMut(&V) -> bool) {
         let capacity = (entries * 2).next_power_of_two().max(MIN_CAPACITY);
-        let keys = std::mem::replace(&mut self.keys, vec![EMPTY; capacity]);
-        let values = std::mem::replace(&mut self.values, vec![V::default(); capacity]);
+        let mut table = Vec::with_capacity(capacity);
+        huge_pages(table.spare_capacity_mut());
+        table.resize(capacity, (EMPTY, V::default()));
+        let old = std::mem::replace(&mut self.entries, table);
         self.len = 0;
-        for (k, v) in keys.into_iter().zip(values) {
+        for (k, v) in old {
             if k != EMPTY && keep(&v) {
                 let i = self.find(k);
-                self.keys[i] = k;
-                self.values[i] = v;
+                self.entries[i] = (k, v);
                 self.len += 1;
             }
         }
