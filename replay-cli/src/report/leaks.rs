@@ -69,76 +69,45 @@ pub struct LeakSite {
     pub first_seq: u64,
 }
 
-/// A live allocation group, before sorting.
-#[derive(Default)]
-struct Group {
-    bytes: u64,
-    count: u64,
-    sites: HashMap<u32, (u64, u64, u64)>,
+/// Live bytes and allocations at the end by domain and context (own allocations), for
+/// the selected domains and thread: read from the slots' figures, not from every live
+/// allocation.
+pub fn by_context(l: &Loaded) -> HashMap<u32, HashMap<NodeId, (u64, u64)>> {
+    let state = l.state();
+    let sel = &l.sel;
+    let mut by_domain: HashMap<u32, HashMap<NodeId, (u64, u64)>> = HashMap::new();
+    for (i, s) in state.slots.iter().enumerate() {
+        if s.now.live_count == 0 || !sel.domains.contains(&s.domain) || !sel.slot_selected(state, i as u32) {
+            continue;
+        }
+        let g = by_domain.entry(s.domain).or_default().entry(s.node).or_default();
+        g.0 += s.now.live_bytes;
+        g.1 += s.now.live_count;
+    }
+    by_domain
 }
 
 pub fn build(l: &Loaded) -> Leaks {
     let state = l.state();
     let sel = &l.sel;
     let limit = sel.limit_or(DEFAULT_LIMIT);
-    // domain → node → group
-    let mut by_domain: HashMap<u32, HashMap<NodeId, Group>> = HashMap::new();
-    for (domain, _addr, size, slot, stack, seq) in state.live_allocations() {
-        if !sel.domains.contains(&domain) || !sel.slot_selected(state, slot) {
-            continue;
-        }
-        let node = state.slots[slot as usize].node;
-        let g = by_domain.entry(domain).or_default().entry(node).or_default();
-        g.bytes += size;
-        g.count += 1;
-        let s = g.sites.entry(stack).or_insert((0, 0, u64::MAX));
-        s.0 += size;
-        s.1 += 1;
-        s.2 = s.2.min(seq);
-    }
+    let mut by_domain = by_context(l);
 
+    // The contexts listed, per domain, before their sites are known.
     let mut domains = Vec::new();
+    let mut listed: HashMap<(u32, NodeId), (usize, usize)> = HashMap::new();
     for &d in &sel.domains {
         let Some(groups) = by_domain.remove(&d) else { continue };
-        let bytes = groups.values().map(|g| g.bytes).sum();
-        let count = groups.values().map(|g| g.count).sum();
-        let mut contexts: Vec<LeakContext> = groups
+        let bytes = groups.values().map(|g| g.0).sum();
+        let count = groups.values().map(|g| g.1).sum();
+        let mut contexts: Vec<(NodeId, LeakContext)> = groups
             .into_iter()
-            .map(|(node, g)| {
-                let mut sites: Vec<LeakSite> = g
-                    .sites
-                    .into_iter()
-                    .map(|(stack, (bytes, count, first_seq))| LeakSite {
-                        stack,
-                        // Formatted below, for the sites kept.
-                        frames: Vec::new(),
-                        bytes,
-                        count,
-                        first_seq,
-                    })
-                    .collect();
-                sites.sort_by(|a, b| {
-                    match sel.sort {
-                        super::SortKey::Count => b.count.cmp(&a.count).then(b.bytes.cmp(&a.bytes)),
-                        _ => b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)),
-                    }
-                    .then(a.first_seq.cmp(&b.first_seq))
-                });
-                let all = sites.len() as u64;
-                sites.truncate(limit);
-                for s in &mut sites {
-                    s.frames = frames(state, s.stack);
-                }
-                LeakContext {
-                    context: state.node_path(node),
-                    bytes: g.bytes,
-                    count: g.count,
-                    hidden_sites: all - sites.len() as u64,
-                    sites,
-                }
+            .map(|(node, (bytes, count))| {
+                let context = state.node_path(node);
+                (node, LeakContext { context, bytes, count, sites: Vec::new(), hidden_sites: 0 })
             })
             .collect();
-        sort_rows(&mut contexts, sel.sort, |c| Keys {
+        sort_rows(&mut contexts, sel.sort, |(_, c)| Keys {
             bytes: c.bytes,
             count: c.count,
             name: &c.context,
@@ -147,16 +116,76 @@ pub fn build(l: &Loaded) -> Leaks {
             peak: 0,
         });
         let all = contexts.len() as u64;
-        contexts.retain(|c| c.bytes >= sel.min_bytes);
+        contexts.retain(|(_, c)| c.bytes >= sel.min_bytes);
         contexts.truncate(limit);
-        domains.push(DomainLeaks {
-            domain: domain_ref(state, d),
-            bytes,
-            count,
-            hidden_contexts: all - contexts.len() as u64,
+        for (i, (node, _)) in contexts.iter().enumerate() {
+            listed.insert((d, *node), (domains.len(), i));
+        }
+        domains.push((
+            DomainLeaks {
+                domain: domain_ref(state, d),
+                bytes,
+                count,
+                hidden_contexts: all - contexts.len() as u64,
+                contexts: Vec::new(),
+            },
             contexts,
-        });
+        ));
     }
+
+    // Their allocation sites: (bytes, count, oldest seq) by callstack.
+    let mut sites: HashMap<(usize, usize), HashMap<u32, (u64, u64, u64)>> = HashMap::new();
+    for (domain, _addr, size, slot, stack, seq) in state.live_allocations() {
+        let Some(&at) = listed.get(&(domain, state.slots[slot as usize].node)) else { continue };
+        if !sel.slot_selected(state, slot) {
+            continue;
+        }
+        let s = sites.entry(at).or_default().entry(stack).or_insert((0, 0, u64::MAX));
+        s.0 += size;
+        s.1 += 1;
+        s.2 = s.2.min(seq);
+    }
+    let domains: Vec<DomainLeaks> = domains
+        .into_iter()
+        .enumerate()
+        .map(|(di, (mut d, contexts))| {
+            d.contexts = contexts
+                .into_iter()
+                .enumerate()
+                .map(|(ci, (_, mut c))| {
+                    let mut list: Vec<LeakSite> = sites
+                        .remove(&(di, ci))
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(stack, (bytes, count, first_seq))| LeakSite {
+                            stack,
+                            // Formatted below, for the sites kept.
+                            frames: Vec::new(),
+                            bytes,
+                            count,
+                            first_seq,
+                        })
+                        .collect();
+                    list.sort_by(|a, b| {
+                        match sel.sort {
+                            super::SortKey::Count => b.count.cmp(&a.count).then(b.bytes.cmp(&a.bytes)),
+                            _ => b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)),
+                        }
+                        .then(a.first_seq.cmp(&b.first_seq))
+                    });
+                    let all = list.len() as u64;
+                    list.truncate(limit);
+                    for s in &mut list {
+                        s.frames = frames(state, s.stack);
+                    }
+                    c.hidden_sites = all - list.len() as u64;
+                    c.sites = list;
+                    c
+                })
+                .collect();
+            d
+        })
+        .collect();
     let top: Vec<&DomainLeaks> = domains.iter().filter(|d| d.domain.top_level).collect();
     Leaks {
         schema_version: SCHEMA_VERSION,

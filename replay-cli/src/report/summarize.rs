@@ -360,19 +360,21 @@ pub fn build(l: &Loaded) -> Summary {
         least_efficient_contexts: least,
     };
 
-    let mut leaks: Vec<LeakGroup> = leaks::build(l)
-        .domains
-        .into_iter()
-        .flat_map(|d| {
-            let name = d.domain.name;
-            d.contexts.into_iter().map(move |c| LeakGroup {
-                domain: name.clone(),
-                context: c.context,
-                bytes: c.bytes,
-                count: c.count,
-            })
-        })
-        .collect();
+    let mut by_context = leaks::by_context(l);
+    let mut leaks: Vec<LeakGroup> = Vec::new();
+    for &d in &sel.domains {
+        let Some(groups) = by_context.remove(&d) else { continue };
+        let mut groups: Vec<(u32, (u64, u64))> = groups.into_iter().collect();
+        groups.sort_unstable_by_key(|&(node, _)| node);
+        leaks.extend(groups.into_iter().filter(|(_, (bytes, _))| *bytes >= sel.min_bytes).map(
+            |(node, (bytes, count))| LeakGroup {
+                domain: state.domain_name(d),
+                context: state.node_path(node),
+                bytes,
+                count,
+            },
+        ));
+    }
     sort_rows(&mut leaks, sel.sort, |g| Keys {
         bytes: g.bytes,
         count: g.count,
