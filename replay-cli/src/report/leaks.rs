@@ -133,8 +133,10 @@ pub fn build(l: &Loaded) -> Leaks {
         ));
     }
 
-    // Their allocation sites: (bytes, count, oldest seq) by callstack.
-    let mut sites: HashMap<(usize, usize), HashMap<u32, (u64, u64, u64)>> = HashMap::new();
+    // Their allocation sites: (bytes, count, oldest seq) by callstack, by (domain index,
+    // context index) in `domains`.
+    type Sites = HashMap<u32, (u64, u64, u64)>;
+    let mut sites: HashMap<(usize, usize), Sites> = HashMap::new();
     for (domain, _addr, size, slot, stack, seq) in state.live_allocations() {
         let Some(&at) = listed.get(&(domain, state.slots[slot as usize].node)) else { continue };
         if !sel.slot_selected(state, slot) {
