@@ -89,6 +89,35 @@ pub fn remove_temp_logs() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// xorshift64*: deterministic, allocation-free; the workloads' random source.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// A game-like allocation size, a multiple of 8: 55% 16-64 B, 27% 64-256 B, 12% 256 B-4 KiB,
+/// 5% 4-64 KiB, 1% 64-256 KiB.
+pub fn game_size(rng: &mut Rng) -> u64 {
+    let (lo, hi) = match rng.below(100) {
+        0..=54 => (16, 64),
+        55..=81 => (64, 256),
+        82..=93 => (256, 4096),
+        94..=98 => (4096, 65536),
+        _ => (65536, 262_144),
+    };
+    (lo + rng.below(hi - lo) + 7) & !7
+}
+
 /// Fields of `/proc/self/status` in bytes: (VmRSS, VmHWM). Zero where unavailable.
 pub fn rss() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

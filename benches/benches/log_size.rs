@@ -26,39 +26,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use memreplay::Config;
-use memreplay_benches::{at_depth, global_pair, layout, reset_peak_rss, rss, stack_depths, temp_log, DEPTH};
+use memreplay_benches::{
+    at_depth, game_size, global_pair, layout, reset_peak_rss, rss, stack_depths, temp_log, Rng, DEPTH,
+};
 
 #[global_allocator]
 static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
-
-/// xorshift64*: deterministic, allocation-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A game-like size: 55% 16-64 B, 27% 64-256 B, 12% 256 B-4 KiB, 5% 4-64 KiB, 1% 64-256 KiB.
-fn size(rng: &mut Rng) -> usize {
-    let r = rng.below(100);
-    let (lo, hi) = match r {
-        0..=54 => (16, 64),
-        55..=81 => (64, 256),
-        82..=93 => (256, 4096),
-        94..=98 => (4096, 65536),
-        _ => (65536, 262_144),
-    };
-    // Round to 8 like most objects are.
-    ((lo + rng.below(hi - lo)) as usize + 7) & !7
-}
 
 type Obj = (*mut u8, Layout);
 
@@ -75,7 +48,7 @@ macro_rules! site {
     ($name:ident) => {
         #[inline(never)]
         fn $name(rng: &mut Rng) -> Obj {
-            black_box(alloc_at(size(rng)))
+            black_box(alloc_at(game_size(rng) as usize))
         }
     };
 }

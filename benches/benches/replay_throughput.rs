@@ -27,36 +27,9 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use memreplay_benches::{game_size, rss, Rng};
 use memreplay_format::{Event, EventEncoder, FileHeader, LogWriter, HEAP_DOMAIN};
 use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
-
-/// xorshift64*: deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A game-like size: 55% 16-64 B, 27% 64-256 B, 12% 256 B-4 KiB, 5% 4-64 KiB, 1% 64-256 KiB.
-fn size(rng: &mut Rng) -> u64 {
-    let (lo, hi) = match rng.below(100) {
-        0..=54 => (16, 64),
-        55..=81 => (64, 256),
-        82..=93 => (256, 4096),
-        94..=98 => (4096, 65536),
-        _ => (65536, 262_144),
-    };
-    (lo + rng.below(hi - lo) + 7) & !7
-}
 
 /// Addresses as malloc hands them out: the last block freed of a size class first, else
 /// new memory from the top.
@@ -185,7 +158,7 @@ fn generate(path: &Path, events: u64) {
                 th.depth -= 1;
             } else if r < 510 {
                 seq += 1;
-                let size = size(&mut rng);
+                let size = game_size(&mut rng);
                 let addr = heap.alloc(size);
                 let stack = 1 + rng.below(STACKS) as u32;
                 th.enc.push(&Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2: 3, stack });
@@ -235,16 +208,6 @@ fn summarize(log: &Path) -> (f64, usize) {
     (start.elapsed().as_secs_f64(), out.len())
 }
 
-/// Peak resident memory of this process, in bytes (VmHWM).
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
-
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
@@ -283,7 +246,7 @@ fn main() {
     // `--child LOG`: one summarize, then report this process's peak memory.
     if let Some(log) = arg("--child") {
         let (secs, _) = summarize(Path::new(&log));
-        println!("{} {secs}", peak_rss());
+        println!("{} {secs}", rss().1);
         return;
     }
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this too: keep it small.
