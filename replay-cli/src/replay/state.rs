@@ -8,9 +8,13 @@
 //!   thread frees it. A realloc is a free plus an allocation.
 //! - Figures are kept per (context, domain, thread) "slot", so reports can filter by
 //!   domain and thread and sum the rest.
-//! - The figures at each domain's peak are kept lazily: a slot copies its figures aside
-//!   the first time it changes after a new peak, so finding "who held what at the peak"
-//!   costs O(1) per event instead of a snapshot per peak.
+//! - The figures at each domain's peak are kept lazily: a slot (or site) copies its
+//!   figures aside the first time it changes after a new peak, so finding "who held what
+//!   at the peak" costs O(1) per event instead of a snapshot per peak. Labels work alike:
+//!   a slot records what it held at the labels placed since its last change, when it
+//!   next changes, so a label costs nothing and is read back by [`ReplayState::held_at`].
+//! - Live allocations are kept per domain in an `AddrMap`; a free leaves a tombstone, so
+//!   a second free of the address is known for a double free (see [`FREED_REMEMBERED`]).
 //!
 //! Names are kept as string ids and resolved at the end: a thread may use an id whose
 //! definition sits later in the merged order (in another thread's stream).
@@ -323,7 +327,7 @@ pub struct ReplayState {
     pub strings: FxMap<u32, String>,
     pub stacks: FxMap<u32, Vec<u64>>,
     pub context_types: FxMap<u32, u32>,
-    /// Allocation sites, one per (stack, domain) that allocated (see [`ReplayState::site`]).
+    /// Allocation sites, one per (stack, domain) that allocated.
     pub sites: Vec<Site>,
     pub labels: Vec<Marker>,
     pub frames: Vec<FrameMark>,
