@@ -160,7 +160,8 @@ pub fn build(l: &Loaded) -> Efficiency {
     }
     // Sites at the heap's peak (not kept per thread: only without --thread).
     let mut at_peak: HashMap<u32, Usage> = HashMap::new();
-    if heap_selected && sel.thread.is_none() {
+    let site_peaks = heap_selected && sel.thread.is_none();
+    if site_peaks {
         for (i, site) in state.sites.iter().enumerate() {
             let held = state.site_held_at_peak(i);
             if site.domain == HEAP_DOMAIN && held.usage_capacity > 0 {
@@ -176,7 +177,7 @@ pub fn build(l: &Loaded) -> Efficiency {
             frames: Vec::new(),
             containers: n,
             live: Usage::new(used, cap),
-            peak: (heap_selected && sel.thread.is_none()).then(|| at_peak.get(&stack).copied().unwrap_or_default()),
+            peak: site_peaks.then(|| at_peak.get(&stack).copied().unwrap_or_default()),
         })
         .filter(|s| s.live.capacity_bytes.max(s.peak.map_or(0, |p| p.capacity_bytes)) >= sel.min_bytes)
         .collect();

@@ -860,34 +860,23 @@ impl Summary {
                 s.domain.clone(),
                 format!("stack {}: {}", s.stack, leaks::frames_text(&s.frames)),
             ]);
-            // MemReplay's free callstacks: where this site's blocks were freed from.
+            // MemReplay's free callstacks: where this site's blocks were freed from, in
+            // the last column under the site.
             if free_stacks {
+                let mut under = |text: String| {
+                    let mut row = vec![String::new(); 6];
+                    row.push(text);
+                    t.row(row);
+                };
                 for f in &s.freed_from {
                     let from = match f.stack {
                         0 => "freed without a callstack".to_string(),
                         n => format!("freed from stack {n}: {}", leaks::frames_text(&f.frames)),
                     };
-                    t.row(vec![
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        format!("  {} ({}): {from}", plural(f.frees, "free"), size(f.bytes)),
-                    ]);
+                    under(format!("  {} ({}): {from}", plural(f.frees, "free"), size(f.bytes)));
                 }
                 if s.hidden_free_sites > 0 {
-                    let more = format!("  … {} more free callstacks", s.hidden_free_sites);
-                    t.row(vec![
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        more,
-                    ]);
+                    under(format!("  … {} more free callstacks", s.hidden_free_sites));
                 }
             }
         }
