@@ -274,16 +274,19 @@ const RING: usize = RECENT - 1;
 
 impl RecentAddrs {
     /// The index of the first (most recent) entry equal to `addr`.
-    #[inline]
+    ///
+    /// Branch-free: all 16 slots are compared at once (the compiler vectorizes the loop),
+    /// the match mask is rotated from slot order into list order (entry `i` is slot
+    /// `head + i`), and entries past `len` are masked off. The lists see two searches per
+    /// heap event, with hits at any index, so a scan that stops early mispredicts often.
+    #[inline(always)]
     fn find(&self, addr: u64) -> Option<usize> {
-        // The entries in order are two runs of slots: `head..` up to the ring's end, then
-        // from slot 0 for the rest. Most hits are the first entry.
-        let first_run = (RECENT - self.head).min(self.len);
-        let first = &self.addrs[self.head..self.head + first_run];
-        match first.iter().position(|&a| a == addr) {
-            Some(i) => Some(i),
-            None => self.addrs[..self.len - first_run].iter().position(|&a| a == addr).map(|i| first_run + i),
+        let mut slots = 0u32;
+        for (j, &a) in self.addrs.iter().enumerate() {
+            slots |= u32::from(a == addr) << j;
         }
+        let in_order = ((slots | slots << RECENT) >> self.head) & ((1u32 << self.len) - 1);
+        (in_order != 0).then(|| in_order.trailing_zeros() as usize)
     }
 
     /// Entry `i`, if there is one.
@@ -349,14 +352,14 @@ struct RecentHeap {
 
 impl RecentHeap {
     /// After any heap allocation at `addr` (an `ALLOC`, `ALLOC_REUSE` or a realloc's new block).
-    #[inline]
+    #[inline(always)]
     fn allocated(&mut self, addr: u64) {
         self.freed.remove(addr);
         self.live.push(addr);
     }
 
     /// After any heap free of `addr` (a `FREE`, `FREE_RECENT` or a realloc's old block).
-    #[inline]
+    #[inline(always)]
     fn freed(&mut self, addr: u64) {
         self.live.remove(addr);
         self.freed.push(addr);
