@@ -402,6 +402,8 @@ pub fn recorder_config(opts: &Options) -> Result<memreplay::Config, memreplay::C
         .max_stack_depth(16)
         .stack_capture(memreplay::StackCapture::platform_default())
         .flush_interval(Duration::from_millis(50))
+        // The demo plays in milliseconds: sample what the OS sees often enough to plot.
+        .process_memory_interval(Some(Duration::from_millis(1)))
         .buffer_memory(4 << 20);
     config.validate()?;
     config.with_options(&opts.recorder_options)

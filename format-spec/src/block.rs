@@ -178,6 +178,7 @@ pub mod tag {
     pub const THREAD_INFO: u8 = 0x25;
     pub const RESOURCE: u8 = 0x26;
     pub const LOST: u8 = 0x27;
+    pub const PROCESS_MEMORY: u8 = 0x28;
 }
 pub const FIRST_SIZED_TAG: u8 = 0x20;
 /// Entries of each recent-address list (SPEC.md §6.1).
@@ -607,6 +608,11 @@ impl EventEncoder {
                 put_u64(b, bytes);
                 b.push(reason.to_byte());
             }),
+            Event::ProcessMemory { time, resident, committed } => self.sized(tag::PROCESS_MEMORY, |b| {
+                put_u64(b, time);
+                put_u64(b, resident);
+                put_u64(b, committed);
+            }),
             Event::Unknown { .. } => {
                 // Nothing to write: an unknown record's body was not kept.
                 self.count -= 1;
@@ -922,6 +928,7 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
         tag::THREAD_INFO => "thread info",
         tag::RESOURCE => "resource descriptor",
         tag::LOST => "lost record",
+        tag::PROCESS_MEMORY => "process memory sample",
         _ => return Ok(Event::Unknown { tag: t, len: body.len() as u32 }),
     };
     let r = (|| -> Result<Event, CursorError> {
@@ -981,6 +988,7 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
                 Event::Resource { domain, addr, desc }
             }
             tag::LOST => Event::Lost { events: b.u64()?, bytes: b.u64()?, reason: LossReason::from_byte(b.u8()?) },
+            tag::PROCESS_MEMORY => Event::ProcessMemory { time: b.u64()?, resident: b.u64()?, committed: b.u64()? },
             _ => unreachable!("filtered above"),
         })
     })();

@@ -216,6 +216,11 @@ pub enum Event {
     Resource { domain: DomainId, addr: u64, desc: ResourceDesc },
     /// The recorder had to lose `events` events (`bytes` of payload) for `reason`.
     Lost { events: u64, bytes: u64, reason: LossReason },
+    /// What the operating system saw of the process at `time` (the clock of `Time`):
+    /// `resident` bytes in RAM and `committed` bytes of private memory it has been
+    /// promised (0 = not known). Sampled by the recorder's writer thread; stream 0.
+    /// Since format 1.1.
+    ProcessMemory { time: u64, resident: u64, committed: u64 },
     /// A length-prefixed record of a kind this reader does not know; skipped.
     Unknown { tag: u8, len: u32 },
 }

@@ -114,6 +114,7 @@ fn sized_events() -> Vec<Event> {
             },
         },
         Event::Lost { events: 10, bytes: 4000, reason: LossReason::ThreadTeardown },
+        Event::ProcessMemory { time: 5_000_000, resident: 48 << 20, committed: 64 << 20 },
     ]
 }
 

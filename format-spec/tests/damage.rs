@@ -217,10 +217,10 @@ fn other_major_versions_and_bad_header_checksums_are_refused() {
     let s = sample();
     let mut v2 = s.bytes.clone();
     v2[8..10].copy_from_slice(&2u16.to_le_bytes());
-    assert!(matches!(Log::read(&v2[..]), Err(FormatError::UnsupportedVersion { major: 2, minor: 0 })));
+    assert!(matches!(Log::read(&v2[..]), Err(FormatError::UnsupportedVersion { major: 2, minor: VERSION_MINOR })));
     let mut v0 = s.bytes.clone();
     v0[8..10].copy_from_slice(&0u16.to_le_bytes());
-    assert!(matches!(Log::read(&v0[..]), Err(FormatError::UnsupportedVersion { major: 0, minor: 0 })));
+    assert!(matches!(Log::read(&v0[..]), Err(FormatError::UnsupportedVersion { major: 0, minor: VERSION_MINOR })));
 
     // Any flipped byte after the versions (length, body, checksum) is caught.
     for at in 12..s.header_len {

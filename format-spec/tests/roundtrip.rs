@@ -92,6 +92,11 @@ fn event() -> impl Strategy<Value = Event> {
             bytes,
             reason: LossReason::from_byte(reason)
         }),
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(time, resident, committed)| Event::ProcessMemory {
+            time,
+            resident,
+            committed
+        }),
     ]
 }
 
@@ -344,6 +349,8 @@ fn extreme_values_round_trip() {
         max,
         Event::Lost { events: m64, bytes: m64, reason: LossReason::Unknown(m8) },
         Event::Lost { events: 0, bytes: 0, reason: LossReason::Unknown(0) },
+        Event::ProcessMemory { time: m64, resident: m64, committed: m64 },
+        Event::ProcessMemory { time: 0, resident: 0, committed: 0 },
     ];
     check_round_trip(&fixed_header(), &[(u32::MAX, all_max)], u64::MAX, u64::MAX);
 }

@@ -48,6 +48,11 @@ pub struct Config {
     /// Memory for event buffers, in bytes: the cap on what the recorder holds in flight.
     /// When the writer falls behind, allocating threads wait for it (never drop events).
     pub buffer_memory: usize,
+    /// How often the writer thread samples what the OS sees of the process (resident and
+    /// committed memory), so reports can set tracked memory against it; `None`: never.
+    /// Linux only (elsewhere nothing is sampled). A sample costs the writer one `pread` of
+    /// `/proc/self/statm`, a few microseconds.
+    pub process_memory_interval: Option<Duration>,
 }
 
 /// An invalid setting, from code or from the environment.
@@ -76,6 +81,7 @@ impl Config {
             stack_capture: StackCapture::platform_default(),
             flush_interval: Duration::from_millis(100),
             buffer_memory: 8 << 20,
+            process_memory_interval: Some(Duration::from_millis(10)),
         }
     }
 
@@ -114,6 +120,12 @@ impl Config {
         self
     }
 
+    /// Samples process memory every `every` (`None`: never).
+    pub fn process_memory_interval(mut self, every: Option<Duration>) -> Self {
+        self.process_memory_interval = every;
+        self
+    }
+
     /// Checks the settings' ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_stack_depth == 0 || self.max_stack_depth > MAX_STACK_DEPTH {
@@ -128,13 +140,17 @@ impl Config {
         if self.flush_interval.is_zero() {
             return Err(ConfigError("flush_interval must be above zero".into()));
         }
+        if self.process_memory_interval.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError("process_memory_interval must be above zero (None turns sampling off)".into()));
+        }
         Ok(())
     }
 
     /// Reads `MEMREPLAY_LOG` (the log path; unset or empty: `Ok(None)`) and
     /// `MEMREPLAY_OPTIONS`, a comma-separated list of `key=value`:
     /// `callstacks=on|off`, `free-callstacks=on|off`, `usage=on|off`, `depth=N`,
-    /// `unwind=fp|unwinder`, `flush-ms=N`, `buffer-mib=N`.
+    /// `unwind=fp|unwinder`, `flush-ms=N`, `buffer-mib=N`, `memory-ms=N` (process memory
+    /// sampling interval; 0 = off).
     pub fn from_env() -> Result<Option<Config>, ConfigError> {
         let path = match std::env::var_os("MEMREPLAY_LOG") {
             Some(p) if !p.is_empty() => p,
@@ -171,6 +187,12 @@ impl Config {
                 }
                 "flush-ms" => self.flush_interval = Duration::from_millis(number()?),
                 "buffer-mib" => self.buffer_memory = (number()? as usize) << 20,
+                "memory-ms" => {
+                    self.process_memory_interval = match number()? {
+                        0 => None,
+                        ms => Some(Duration::from_millis(ms)),
+                    }
+                }
                 _ => return Err(ConfigError(format!("unknown option `{key}`"))),
             }
         }
@@ -193,5 +215,10 @@ mod tests {
         assert!(Config::new("x").with_options("bogus=1").is_err());
         assert!(Config::new("x").with_options("callstacks=maybe").is_err());
         assert!(Config::new("x").with_options("novalue").is_err());
+        assert_eq!(Config::new("x").process_memory_interval, Some(Duration::from_millis(10)));
+        let c = Config::new("x").with_options("memory-ms=250").unwrap();
+        assert_eq!(c.process_memory_interval, Some(Duration::from_millis(250)));
+        assert_eq!(Config::new("x").with_options("memory-ms=0").unwrap().process_memory_interval, None);
+        assert!(Config::new("x").process_memory_interval(Some(Duration::ZERO)).validate().is_err());
     }
 }

@@ -15,6 +15,8 @@ static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
 /// Sizes the tests look for in the log.
 const MARK_A: usize = 777_001;
 const MARK_B: usize = 777_002;
+/// The block the process-memory scenario holds for a while.
+const BIG_BLOCK: usize = 64 << 20;
 
 /// This test binary, set to run only `child_scenario` in scenario `mode` with `arg`.
 fn child(mode: &str, arg: &std::path::Path) -> Command {
@@ -65,6 +67,18 @@ fn child_scenario() {
             drop(early);
             let v = vec![4u8; MARK_A];
             drop(v);
+            memreplay::stop().unwrap();
+        }
+        // Holds 64 MiB, touched, for a while: the OS's figures must show it.
+        "memory" => {
+            let every = std::env::var("MEMREPLAY_TEST_SAMPLE_MS").unwrap().parse().unwrap();
+            let every = (every > 0).then(|| Duration::from_millis(every));
+            memreplay::start(memreplay::Config::new(path).process_memory_interval(every)).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            let big = vec![5u8; BIG_BLOCK];
+            std::thread::sleep(Duration::from_millis(60));
+            drop(big);
+            std::thread::sleep(Duration::from_millis(30));
             memreplay::stop().unwrap();
         }
         other => panic!("unknown scenario {other:?}"),
@@ -142,4 +156,51 @@ fn frees_of_memory_allocated_before_start_are_recorded_and_harmless() {
         log.events().filter(|(_, e)| matches!(e, Event::Free { addr, .. } if !allocated.contains(addr))).count();
     assert!(untracked_frees >= 100, "the 100 pre-start blocks are freed: {untracked_frees}");
     assert!(has_alloc(&log, MARK_A as u64));
+}
+
+/// The `ProcessMemory` samples of a log, in order.
+fn process_samples(log: &Log) -> Vec<(u32, u64, u64, u64)> {
+    log.events()
+        .filter_map(|(t, e)| match *e {
+            Event::ProcessMemory { time, resident, committed } => Some((t, time, resident, committed)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_writer_samples_process_memory_and_sees_a_big_block() {
+    let path = temp("memory.mrl");
+    let status = child("memory", &path).env("MEMREPLAY_TEST_SAMPLE_MS", "5").status().unwrap();
+    assert!(status.success());
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    let samples = process_samples(&log);
+    // 120 ms at 5 ms: about 24, whatever the scheduling, and at least one at the start
+    // and one at the stop.
+    assert!(samples.len() >= 8, "{} samples", samples.len());
+    assert!(samples.iter().all(|s| s.0 == 0), "samples go to the metadata stream");
+    assert!(samples.windows(2).all(|w| w[0].1 <= w[1].1), "in time order");
+    let (first, last) = (samples[0], samples[samples.len() - 1]);
+    let max_resident = samples.iter().map(|s| s.2).max().unwrap();
+    let max_committed = samples.iter().map(|s| s.3).max().unwrap();
+    // The touched 64 MiB is resident and committed while held, and gone after.
+    let big = BIG_BLOCK as u64;
+    assert!(max_resident >= first.2 + big - (4 << 20), "resident {} -> max {max_resident}", first.2);
+    assert!(max_committed >= first.3 + big - (4 << 20), "committed {} -> max {max_committed}", first.3);
+    assert!(last.2 + big / 2 < max_resident, "freed: resident {} vs max {max_resident}", last.2);
+    assert_eq!(log.header.version_minor, memreplay_format::VERSION_MINOR);
+}
+
+#[test]
+fn process_memory_sampling_can_be_turned_off() {
+    let path = temp("memory-off.mrl");
+    let status = child("memory", &path).env("MEMREPLAY_TEST_SAMPLE_MS", "0").status().unwrap();
+    assert!(status.success());
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(has_alloc(&log, BIG_BLOCK as u64));
+    assert_eq!(process_samples(&log), []);
 }

@@ -94,6 +94,8 @@ pub struct EventCounts {
     pub define_context_type: u64,
     pub define_domain: u64,
     pub module: u64,
+    /// `ProcessMemory` samples (format 1.1).
+    pub process_memory: u64,
     /// `Lost` records, and the events they say were lost.
     pub lost: u64,
     pub lost_events: u64,
@@ -289,6 +291,7 @@ impl Info {
                         d.parent = *parent;
                     }
                     Event::Module { .. } => counts.module += 1,
+                    Event::ProcessMemory { .. } => counts.process_memory += 1,
                     Event::ThreadInfo { os_tid, name } => {
                         counts.thread_info += 1;
                         let t = threads.get_mut(&stream).expect("inserted above");
@@ -447,6 +450,7 @@ impl Info {
             writeln!(o, "  {name:<16} {n:>9}")?;
         }
         writeln!(o, "  {:<16} {:>9}", "module", e.module)?;
+        writeln!(o, "  {:<16} {:>9}", "process memory", e.process_memory)?;
         writeln!(o, "  {:<16} {:>9}  ({} events lost)", "lost", e.lost, e.lost_events)?;
 
         if !self.domains.is_empty() {

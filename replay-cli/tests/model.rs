@@ -884,6 +884,18 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
         .collect();
     prop_assert_eq!(&domains, &expected, "domain totals and peaks");
 
+    // The timeline: each domain's series ends at its live bytes and its highest bucket
+    // is its peak; the top-level context series of a domain add up to it.
+    let tl = s.timeline();
+    for (i, d) in s.domains().enumerate() {
+        let series = tl.domain(i).expect("a series per domain");
+        prop_assert_eq!(series.now(), d.live_bytes, "timeline now, domain {}", d.id);
+        let high = series.buckets().map(|b| b.high).max().unwrap_or(0);
+        prop_assert_eq!(high, d.peak.bytes, "timeline peak, domain {}", d.id);
+        let by_context: u64 = tl.contexts().filter(|(k, _)| k.dom == i as u32).map(|(_, s)| s.now()).sum();
+        prop_assert_eq!(by_context, d.live_bytes, "context series sum, domain {}", d.id);
+    }
+
     // Allocation sites.
     let sites: BTreeMap<(u32, DomainId), SiteM> =
         s.sites.iter().map(|site| ((site.stack, site.domain), (site.now, site.frees_by_stack().collect()))).collect();

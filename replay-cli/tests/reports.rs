@@ -941,3 +941,72 @@ fn summarize_text_cuts_long_label_lists() {
     assert_eq!(line.matches("\"tick\"").count(), 12, "{line}");
     assert!(line.ends_with("… 3 more (--json lists them all)"), "{line}");
 }
+
+#[test]
+fn summarize_sets_process_memory_against_tracked_memory() {
+    const OTHER: u32 = 3;
+    let path = temp("process-memory.mrl");
+    let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header()).unwrap();
+    let mib = 1u64 << 20;
+    let mut meta = EventEncoder::new();
+    for e in [
+        Event::DefineString { id: 1, text: "vram".into() },
+        Event::DefineString { id: 2, text: "pool".into() },
+        Event::DefineString { id: 3, text: "mapped files".into() },
+        Event::DefineDomain { id: VRAM, name: 1, kind: DomainKind::GpuLocal, capacity: 0, parent: None },
+        Event::DefineDomain { id: POOL, name: 2, kind: DomainKind::Pool, capacity: 0, parent: Some(HEAP) },
+        Event::DefineDomain { id: OTHER, name: 3, kind: DomainKind::Other, capacity: 0, parent: None },
+        Event::ProcessMemory { time: 1_000_000, resident: 10 * mib, committed: 20 * mib },
+        Event::ProcessMemory { time: 2_000_000, resident: 12 * mib, committed: 18 * mib },
+        Event::ProcessMemory { time: 3_000_000, resident: 11 * mib, committed: 25 * mib },
+    ] {
+        meta.push(&e);
+    }
+    w.write_block(0, &mut meta).unwrap();
+    let alloc = |seq, domain, addr, size| Event::Alloc { seq, domain, addr, size, align_log2: 3, stack: 0 };
+    let mut main = EventEncoder::new();
+    for e in [
+        Event::Time { ns: 500_000 },
+        alloc(1, HEAP, 0x1000, 1000),
+        alloc(2, HEAP, 0x2000, 500),
+        alloc(3, POOL, 0x1000, 100),
+        alloc(4, VRAM, 0x10_0000, 65536),
+        alloc(5, OTHER, 0x7000_0000, 2000),
+        Event::Free { seq: 6, domain: HEAP, addr: 0x2000, stack: 0 },
+    ] {
+        main.push(&e);
+    }
+    w.write_block(1, &mut main).unwrap();
+    w.finish(0, 3_000_000).unwrap();
+    let p = path.to_str().unwrap();
+
+    let v = json(&["summarize", p]);
+    let pm = &v["process_memory"];
+    assert_eq!(pm["samples"], 3);
+    assert_eq!(pm["resident"]["peak"], 12 * mib);
+    assert_eq!(pm["resident"]["peak_time_ns"], 2_000_000);
+    assert_eq!(pm["resident"]["end"], 11 * mib);
+    assert_eq!(pm["committed"]["peak"], 25 * mib);
+    assert_eq!(pm["committed"]["peak_time_ns"], 3_000_000);
+    assert_eq!(pm["committed"]["end"], 25 * mib);
+    // Tracked: the heap and the "other" domain; not VRAM, and not the pool (inside the heap).
+    assert_eq!(pm["tracked_domains"], serde_json::json!(["heap", "mapped files"]));
+    assert_eq!(pm["tracked_end"], 3000);
+    assert_eq!(pm["untracked_resident_end"], 11 * mib - 3000);
+    assert_eq!(pm["untracked_committed_end"], 25 * mib - 3000);
+    let text = run(&["summarize", p]);
+    contains_all(
+        &text,
+        &[
+            "process memory (what the OS saw: 3 samples)",
+            "resident   peak 12.0 MiB at 2.000 ms, at the end 11.0 MiB",
+            "committed  peak 25.0 MiB at 3.000 ms, at the end 25.0 MiB",
+            "tracked    2.9 KiB at the end (heap, mapped files); untracked 11.0 MiB of resident, 25.0 MiB of committed",
+        ],
+    );
+
+    // A log without samples says nothing about them.
+    let plain = write_log("no-samples.mrl");
+    assert!(json(&["summarize", plain.to_str().unwrap()])["process_memory"].is_null());
+    assert!(!run(&["summarize", plain.to_str().unwrap()]).contains("process memory"));
+}

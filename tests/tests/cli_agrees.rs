@@ -23,7 +23,9 @@ fn info_agrees_with_the_demo() {
 
     assert!(info.integrity.complete && info.integrity.clean);
     assert_eq!((info.integrity.bytes_lost, info.integrity.events_lost), (0, 0));
-    assert_eq!(info.header.format_version, "1.0");
+    assert_eq!(info.header.format_version, format!("1.{}", memreplay_format::VERSION_MINOR));
+    // The writer samples process memory as it starts and as it stops, at least.
+    assert!(info.events.process_memory >= 2, "{} samples", info.events.process_memory);
     assert!(info.header.callstacks_on_alloc && info.header.callstacks_on_free && info.header.usage_changes);
     assert_eq!(info.labels.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), LABELS);
     // Labels are timed and in time order.

@@ -95,6 +95,29 @@ fn default_run_reports_the_demos_figures() {
     assert_eq!(top.peak.exclusive[0].context, format!("Level:{LEVEL}/Renderer:shadows"));
     assert_eq!(top.peak.exclusive[0].bytes, SHADOW_ATLAS_BYTES);
 
+    // What the OS saw: sampled as recording starts and stops (and every millisecond),
+    // set against the heap (the VRAM domains are not process memory, the pool is
+    // inside the heap).
+    let pm = s.process_memory.as_ref().expect("the demo samples process memory");
+    assert!(pm.samples >= 2, "{pm:?}");
+    assert!(pm.resident.end > 0 && pm.resident.peak >= pm.resident.end, "{pm:?}");
+    assert_eq!(pm.tracked_domains, ["heap"]);
+    assert_eq!(pm.tracked_end, heap.live.bytes);
+    assert_eq!(pm.untracked_resident_end, pm.resident.end as i64 - heap.live.bytes as i64);
+
+    // The timeline: VRAM peaks at everything the level loads, all of it in the level.
+    let state = end.state();
+    let tl = state.timeline();
+    let dom = state.domains().position(|d| d.id == vram.domain.id).unwrap();
+    let highest = |s: &replay_cli::replay::timeline::Series| s.buckets().map(|b| b.high).max().unwrap();
+    assert_eq!(highest(tl.domain(dom).unwrap()), exp.vram_local_bytes);
+    assert_eq!(tl.domain(dom).unwrap().now(), 0);
+    let level = tl
+        .contexts()
+        .find(|(k, _)| k.dom == dom as u32 && k.top.is_some_and(|n| state.node_path(n) == format!("Level:{LEVEL}")))
+        .expect("a series for the level in VRAM");
+    assert_eq!(highest(level.1), exp.vram_local_bytes);
+
     // The deliberate leak: its bytes, in Level/Forest → Scripts/cache, at one callstack.
     let cache = format!("Level:{LEVEL}/Scripts:cache");
     let l = leaks::build(&end);

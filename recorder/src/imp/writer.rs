@@ -3,7 +3,8 @@
 //!
 //! It wakes for every full buffer handed off, and at least every flush interval to
 //! collect what idle threads have published and flush the file, which bounds what a
-//! crash can lose. Everything it allocates passes through the hook unrecorded (the
+//! crash can lose. It also samples what the OS sees of the process (resident and
+//! committed memory) at `Config::process_memory_interval`, into the metadata stream. Everything it allocates passes through the hook unrecorded (the
 //! thread is marked as the recorder's own).
 
 use std::collections::hash_map::Entry;
@@ -23,6 +24,7 @@ use memreplay_format::{
 
 use super::buffer::BufPtr;
 use super::record::{self, RecordReader};
+use super::sys::ProcessMemoryProbe;
 use super::{Session, DOMAINS};
 use crate::{Config, SessionStats};
 
@@ -30,7 +32,7 @@ use crate::{Config, SessionStats};
 const BLOCK_TARGET: usize = 64 << 10;
 /// How often the module list is checked for libraries loaded since the last look.
 const MODULE_RESCAN: Duration = Duration::from_secs(1);
-/// The metadata stream (modules).
+/// The metadata stream (modules, process memory samples).
 const METADATA: u32 = memreplay_format::block::METADATA_THREAD;
 
 /// The open log file, header written.
@@ -153,10 +155,16 @@ pub(crate) fn run(
     w.sync_domains(METADATA);
     w.write_stream(METADATA);
 
+    let mut sampler = config.process_memory_interval.map(|every| ProcessMemorySampler::new(every, session));
+    if let Some(p) = &mut sampler {
+        p.sample(&mut w);
+    }
+
     let mut next_tick = Instant::now() + config.flush_interval;
     let mut next_modules = Instant::now() + MODULE_RESCAN;
     loop {
-        let wait = next_tick.saturating_duration_since(Instant::now());
+        let due = sampler.as_ref().map_or(next_tick, |p| p.next.min(next_tick));
+        let wait = due.saturating_duration_since(Instant::now());
         match full_rx.recv_timeout(wait) {
             Ok(b) if !b.0.is_null() => w.take_full(b),
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
@@ -166,6 +174,9 @@ pub(crate) fn run(
             break;
         }
         let now = Instant::now();
+        if let Some(p) = sampler.as_mut().filter(|p| now >= p.next) {
+            p.sample(&mut w);
+        }
         if now >= next_tick {
             // Domains defined since the last tick, used or not yet.
             w.sync_domains(METADATA);
@@ -191,6 +202,9 @@ pub(crate) fn run(
     }
     w.collect_idle();
     w.sync_domains(METADATA);
+    if let Some(p) = &mut sampler {
+        p.sample(&mut w);
+    }
     w.write_all_streams();
     w.report_lost();
     session.pool.drain();
@@ -231,6 +245,29 @@ pub(crate) fn run(
         "recording stopped"
     );
     stats
+}
+
+/// Samples process memory into the metadata stream every `every`.
+struct ProcessMemorySampler {
+    probe: ProcessMemoryProbe,
+    every: Duration,
+    next: Instant,
+    session: &'static Session,
+}
+
+impl ProcessMemorySampler {
+    fn new(every: Duration, session: &'static Session) -> Self {
+        ProcessMemorySampler { probe: ProcessMemoryProbe::open(), every, next: Instant::now(), session }
+    }
+
+    fn sample(&mut self, w: &mut Writer) {
+        // Late wake-ups skip samples rather than bunching them up.
+        self.next = Instant::now() + self.every;
+        if let Some((resident, committed)) = self.probe.sample() {
+            let time = self.session.now_ns();
+            w.emit(METADATA, &Event::ProcessMemory { time, resident, committed });
+        }
+    }
 }
 
 impl Writer {

@@ -6,6 +6,7 @@
 mod addr_map;
 pub mod source;
 pub mod state;
+pub mod timeline;
 
 use std::path::Path;
 

@@ -285,7 +285,7 @@ fn item(e: &Event, part: u8) -> (Option<u64>, Part) {
 
 impl Cursor {
     /// The current item, if the decoded blocks hold one.
-    #[inline]
+    #[inline(always)]
     fn current(&mut self) -> Option<(&Event, u8)> {
         while let Some(front) = self.queue.front() {
             if self.pos < front.len() {

@@ -25,6 +25,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use memreplay_format::{context_flags, DomainKind, Event, Part, ResourceDesc, HEAP_DOMAIN};
 
 use super::addr_map::AddrMap;
+use super::timeline::{ProcessMemory, ProcessSample, Timeline};
 
 /// Index of a context node; [`ROOT`] is the tree's root (no context).
 pub type NodeId = u32;
@@ -152,6 +153,8 @@ pub struct Slot {
     /// Snapshot points (labels, the frame asked for) placed when it last changed: it has
     /// held `now` at every point since.
     points_seen: u32,
+    /// Its top-level context's series in the timeline.
+    series: u32,
 }
 
 /// A context node.
@@ -363,6 +366,8 @@ pub struct ReplayState {
     /// Snapshot points placed so far, and what slots held at them (see `touch`).
     points: u32,
     points_held: Vec<PointsHeld>,
+    timeline: Timeline,
+    process_memory: ProcessMemory,
 }
 
 /// Ids (stacks, domains) below this are looked up in plain tables, the rest in maps: the
@@ -547,6 +552,7 @@ impl ReplayState {
             Event::Time { ns } => {
                 t.time_ns = ns;
                 self.end_time_ns = self.end_time_ns.max(ns);
+                self.timeline.clock(self.end_time_ns);
             }
             Event::FrameStart { seq, frame } => {
                 let time_ns = t.time_ns;
@@ -584,6 +590,9 @@ impl ReplayState {
                 self.resources.insert((domain, addr), desc.clone());
             }
             Event::Lost { events, .. } => self.lost_events += events,
+            Event::ProcessMemory { time, resident, committed } => {
+                self.process_memory.push(ProcessSample { time, resident, committed });
+            }
             Event::Module { .. } | Event::Unknown { .. } => {}
         }
     }
@@ -619,7 +628,8 @@ impl ReplayState {
         let next = self.slots.len() as u32;
         let id = *self.slot_index.entry((node, domain, thread)).or_insert(next);
         if id == next {
-            self.slots.push(Slot { node, domain, thread, dom, points_seen: self.points, ..Default::default() });
+            let series = self.timeline.context_series(dom, self.top_level(node));
+            self.slots.push(Slot { node, domain, thread, dom, points_seen: self.points, series, ..Default::default() });
             self.nodes[node as usize].slots.push(id);
         }
         self.threads[ti].last_slot = Some((node, dom, id));
@@ -688,6 +698,7 @@ impl ReplayState {
         let i = self.domains.len() as u32;
         self.domains.push(DomainTotals { id, ..Default::default() });
         self.live.push(LiveAllocations::default());
+        self.timeline.add_domain();
         if (id as usize) < DIRECT_IDS {
             if self.direct_domains.len() <= id as usize {
                 self.direct_domains.resize(id as usize + 1, u32::MAX);
@@ -732,6 +743,9 @@ impl ReplayState {
         f.total_bytes += size;
         f.total_count += 1;
 
+        let series = self.slots[slot as usize].series;
+        self.timeline.domains[dom as usize].add(size);
+        self.timeline.contexts[series as usize].1.add(size);
         let d = &mut self.domains[dom as usize];
         d.live_bytes += size;
         d.live_count += 1;
@@ -802,9 +816,30 @@ impl ReplayState {
                 f.temp_count += 1;
             }
         }
+        let series = self.slots[live.slot as usize].series;
+        self.timeline.domains[dom as usize].sub(live.size);
+        self.timeline.contexts[series as usize].1.sub(live.size);
         let d = &mut self.domains[dom as usize];
         d.live_bytes -= live.size;
         d.live_count -= 1;
+    }
+
+    /// The top-level context (child of the root) that `node` is in; the root for itself.
+    fn top_level(&self, mut node: NodeId) -> NodeId {
+        while node != ROOT && self.nodes[node as usize].parent != ROOT {
+            node = self.nodes[node as usize].parent;
+        }
+        node
+    }
+
+    /// Memory over time, per domain and per top-level context.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    /// What the OS saw of the process over time, if the recorder sampled it.
+    pub fn process_memory(&self) -> &ProcessMemory {
+        &self.process_memory
     }
 
     fn usage(&mut self, addr: u64, used: u64) {

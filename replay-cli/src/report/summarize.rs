@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use memreplay_format::header_flags;
+use memreplay_format::{header_flags, DomainKind};
 
 use crate::replay::state::{Anomalies, ROOT};
 use crate::time::{format_ms, format_utc};
@@ -48,6 +48,38 @@ pub struct Summary {
     /// Allocation callstacks by bytes allocated, over every thread and context (empty
     /// with `--thread`: sites are not kept per thread).
     pub sites: Vec<SiteSummary>,
+    /// What the OS saw of the process, against what the recorder tracked; `null` when the
+    /// log has no process memory samples (format 1.0, sampling off, not Linux).
+    pub process_memory: Option<ProcessMemorySummary>,
+}
+
+/// Process memory as the OS saw it (the recorder's samples) and the untracked rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessMemorySummary {
+    /// Samples in the log.
+    pub samples: u64,
+    pub resident: ProcessFigure,
+    /// `null` when the OS did not tell.
+    pub committed: Option<ProcessFigure>,
+    /// The top-level CPU-side domains (kinds heap and other) whose live bytes are the
+    /// tracked memory; GPU domains are not process memory.
+    pub tracked_domains: Vec<String>,
+    /// Their live bytes at the end of the recording, when the last sample is taken.
+    pub tracked_end: u64,
+    /// Resident (committed) at the end minus tracked at the end: memory the process
+    /// holds that the recorder did not see (code, static data, other allocators, the
+    /// allocator's own overhead and free lists, the recorder's buffers). Negative when
+    /// tracked memory was never touched (so not resident).
+    pub untracked_resident_end: i64,
+    pub untracked_committed_end: Option<i64>,
+}
+
+/// A process memory figure: its highest sample and its last.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessFigure {
+    pub peak: u64,
+    pub peak_time_ns: u64,
+    pub end: u64,
 }
 
 /// One allocation callstack of one domain, over the whole recording.
@@ -431,7 +463,41 @@ pub fn build(l: &Loaded) -> Summary {
         leaks,
         temporaries,
         sites,
+        process_memory: process_memory(l),
     }
+}
+
+fn process_memory(l: &Loaded) -> Option<ProcessMemorySummary> {
+    let state = l.state();
+    let pm = state.process_memory();
+    let last = pm.last?;
+    let tracked: Vec<&crate::replay::state::DomainTotals> = state
+        .domains()
+        .filter(|d| state.is_top_level_domain(d.id))
+        .filter(|d| {
+            let kind = state.domain_info.get(&d.id).map(|i| i.kind);
+            d.id == memreplay_format::HEAP_DOMAIN || matches!(kind, Some(DomainKind::Heap | DomainKind::Other))
+        })
+        .collect();
+    let tracked_end: u64 = tracked.iter().map(|d| d.live_bytes).sum();
+    let diff = |os: u64| os as i64 - tracked_end as i64;
+    Some(ProcessMemorySummary {
+        samples: pm.recorded,
+        resident: ProcessFigure {
+            peak: pm.peak_resident.resident,
+            peak_time_ns: l.ns(pm.peak_resident.time),
+            end: last.resident,
+        },
+        committed: (pm.peak_committed.committed > 0).then(|| ProcessFigure {
+            peak: pm.peak_committed.committed,
+            peak_time_ns: l.ns(pm.peak_committed.time),
+            end: last.committed,
+        }),
+        tracked_domains: tracked.iter().map(|d| state.domain_name(d.id)).collect(),
+        tracked_end,
+        untracked_resident_end: diff(last.resident),
+        untracked_committed_end: (last.committed > 0).then(|| diff(last.committed)),
+    })
 }
 
 /// The sites of the selected domains that allocated most, with their free callstacks.
@@ -695,6 +761,9 @@ impl Summary {
         if nested && shown.len() > 1 {
             writeln!(o, "  * domains within another (pools) are left out: their bytes are already in their parent")?;
         }
+        if let Some(pm) = &self.process_memory {
+            pm.write_text(o)?;
+        }
 
         for tc in &self.top_contexts {
             let d = self.domains.iter().find(|d| d.domain.name == tc.domain);
@@ -882,6 +951,37 @@ impl Summary {
         }
         o.push_str(&t.render(2));
         Ok(())
+    }
+}
+
+impl ProcessMemorySummary {
+    fn write_text(&self, o: &mut String) -> std::fmt::Result {
+        writeln!(o, "\nprocess memory (what the OS saw: {})", plural(self.samples, "sample"))?;
+        let figure = |o: &mut String, name: &str, f: &ProcessFigure| {
+            writeln!(
+                o,
+                "  {name:<10} peak {} at {}, at the end {}",
+                size(f.peak),
+                format_ms(f.peak_time_ns),
+                size(f.end)
+            )
+        };
+        figure(o, "resident", &self.resident)?;
+        if let Some(c) = &self.committed {
+            figure(o, "committed", c)?;
+        }
+        let signed = |v: i64| if v < 0 { format!("-{}", size(v.unsigned_abs())) } else { size(v as u64) };
+        write!(
+            o,
+            "  tracked    {} at the end ({}); untracked {} of resident",
+            size(self.tracked_end),
+            self.tracked_domains.join(", "),
+            signed(self.untracked_resident_end)
+        )?;
+        match self.untracked_committed_end {
+            Some(c) => writeln!(o, ", {} of committed", signed(c)),
+            None => writeln!(o),
+        }
     }
 }
 
