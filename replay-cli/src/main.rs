@@ -8,8 +8,10 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
+use clap::{Args, Parser, Subcommand};
+use replay_cli::report::export::ExportFormat;
+use replay_cli::report::timeline_chart::{ChartBy, ChartOptions};
+use replay_cli::report::{self, ImageFormat, Progress, ReportArgs, ReportKind};
 
 #[derive(Debug, Parser)]
 #[command(name = "replay-cli", version, about = "Reads memreplay logs (.mrl) and reports on them")]
@@ -49,6 +51,45 @@ enum Command {
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
+    /// Memory over time as an image (SVG; PNG with the `png` feature): per domain, or per
+    /// top-level context of one domain, with labels, peaks, time and frames.
+    Timeline(TimelineArgs),
+    /// The replayed log for other tools: JSON (the whole tree and the series over time),
+    /// CSV (one row per context path), or a Chrome/Perfetto trace (counters and labels).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct TimelineArgs {
+    #[command(flatten)]
+    report: ReportArgs,
+    /// The image to write (.svg or .png; `-` for SVG on stdout).
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Image format (default: from the file's extension).
+    #[arg(long, value_enum)]
+    format: Option<ImageFormat>,
+    /// One line per domain, or per top-level context of one domain (`--domain`, default
+    /// the heap).
+    #[arg(long, value_enum, default_value_t = ChartBy::Domain)]
+    by: ChartBy,
+    /// Image size in pixels.
+    #[arg(long, default_value_t = 1200)]
+    width: u32,
+    #[arg(long, default_value_t = 600)]
+    height: u32,
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    #[command(flatten)]
+    report: ReportArgs,
+    /// What to write.
+    #[arg(long, value_enum)]
+    format: ExportFormat,
+    /// The file to write (default: stdout).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
 }
 
 fn init_tracing(verbose: u8) {
@@ -78,6 +119,11 @@ fn main() -> ExitCode {
         Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
+        Command::Timeline(t) => {
+            let chart = ChartOptions { by: t.by, width: t.width, height: t.height };
+            report::run_timeline(&t.report, chart, t.format, &t.output, Progress::Auto, out)
+        }
+        Command::Export(e) => report::run_export(&e.report, e.format, e.output.as_deref(), Progress::Auto, out),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -313,3 +313,29 @@ fn bad_command_lines_exit_2() {
     assert_eq!(cli(&["frobnicate", "x.mrl"]).status.code(), Some(2));
     assert_eq!(cli(&["--help"]).status.code(), Some(0));
 }
+
+#[test]
+fn timeline_writes_svg_and_png_as_built() {
+    let (path, _) = write_log("timeline.mrl");
+    let p = path.to_str().unwrap();
+    let svg = temp("chart.svg");
+    let o = cli(&["timeline", p, "-o", svg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    let png = temp("chart.png");
+    let o = cli(&["timeline", p, "-o", png.to_str().unwrap(), "--width", "640", "--height", "360"]);
+    if cfg!(feature = "png") {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        // IHDR: width and height, big-endian, at bytes 16..24.
+        assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 640);
+        assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 360);
+    } else {
+        assert_error(&o, "rebuild it with `--features png`");
+        assert!(!png.exists());
+    }
+    // Bad flags are clap's: exit 2.
+    assert_eq!(cli(&["timeline", p]).status.code(), Some(2), "-o is required");
+    assert_eq!(cli(&["export", p, "--format", "xml"]).status.code(), Some(2));
+}

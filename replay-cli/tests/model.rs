@@ -597,6 +597,11 @@ struct Model {
     peaks: BTreeMap<DomainId, PeakM>,
     thread_allocs: HashMap<u32, u64>,
     times: HashMap<u32, u64>,
+    /// Clock readings not yet in the merged order: an unsequenced `Time` comes out just
+    /// before its thread's next sequenced event (SPEC.md §7.9), so only then does it move
+    /// the clock (the latest reading of any thread) that peaks are timed by.
+    pending_times: HashMap<u32, u64>,
+    clock: u64,
     frame: Option<u64>,
     last_label: Option<u32>,
     labels: Vec<MarkerM>,
@@ -628,6 +633,12 @@ impl Model {
     }
 
     fn apply(&mut self, thread: u32, op: &Op) {
+        let sequenced = !matches!(op, Op::Push { .. } | Op::Pop | Op::AttachPop | Op::Time { .. });
+        if sequenced {
+            if let Some(t) = self.pending_times.remove(&thread) {
+                self.clock = self.clock.max(t);
+            }
+        }
         match *op {
             Op::Push { ty, name, instance } => {
                 let mut path = self.current_path(thread);
@@ -680,6 +691,7 @@ impl Model {
             }
             Op::Time { ns } => {
                 self.times.insert(thread, ns);
+                self.pending_times.insert(thread, ns);
             }
         }
     }
@@ -714,7 +726,8 @@ impl Model {
                 bytes,
                 count: live.len() as u64,
                 seq,
-                time_ns: self.times.get(&thread).copied().unwrap_or(0),
+                // The clock: the latest time any thread has recorded so far.
+                time_ns: self.clock,
                 frame: self.frame,
                 after_label: self.last_label,
             };
@@ -887,12 +900,12 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
     // The timeline: each domain's series ends at its live bytes and its highest bucket
     // is its peak; the top-level context series of a domain add up to it.
     let tl = s.timeline();
-    for (i, d) in s.domains().enumerate() {
-        let series = tl.domain(i).expect("a series per domain");
+    for d in s.domains() {
+        let series = tl.domain(d.id).expect("a series per domain");
         prop_assert_eq!(series.now(), d.live_bytes, "timeline now, domain {}", d.id);
         let high = series.buckets().map(|b| b.high).max().unwrap_or(0);
         prop_assert_eq!(high, d.peak.bytes, "timeline peak, domain {}", d.id);
-        let by_context: u64 = tl.contexts().filter(|(k, _)| k.dom == i as u32).map(|(_, s)| s.now()).sum();
+        let by_context: u64 = tl.contexts().filter(|(k, _)| k.domain == d.id).map(|(_, s)| s.now()).sum();
         prop_assert_eq!(by_context, d.live_bytes, "context series sum, domain {}", d.id);
     }
 

@@ -274,7 +274,9 @@ fn summarize_json_has_every_figure() {
     assert_eq!(amount(&vram["live"]), (65536, 1));
     assert_eq!(amount(&vram["total"]), (98304, 2));
     assert_eq!((vram["peak"]["bytes"].as_u64(), vram["peak"]["seq"].as_u64()), (Some(98304), Some(7)));
-    assert_eq!(vram["peak"]["time_ns"], 1_000_000);
+    // The clock at seq 7: the main thread last read 1 ms, but the worker read 1.5 ms
+    // before its seq 4, so seq 7 came after 1.5 ms.
+    assert_eq!(vram["peak"]["time_ns"], 1_500_000);
     assert_eq!(vram["peak"]["after_label"], Value::Null);
     assert_eq!(vram["peak"]["frame"], Value::Null);
 
@@ -361,8 +363,8 @@ const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /g
 memory by domain
   domain            kind          capacity  live at end  count      peak  count  total allocated  count  peak at
   heap              heap                 -      8.7 KiB      5  10.7 KiB      6         11.8 KiB      8  2.500 ms, frame 0, after "loaded"
-  vram              gpu-local      1.0 MiB     64.0 KiB      1  96.0 KiB      2         96.0 KiB      2  1.000 ms
-  entity pool       pool in heap   4.0 KiB        128 B      1     256 B      2            256 B      2  1.000 ms
+  vram              gpu-local      1.0 MiB     64.0 KiB      1  96.0 KiB      2         96.0 KiB      2  1.500 ms
+  entity pool       pool in heap   4.0 KiB        128 B      1     256 B      2            256 B      2  1.500 ms
   all (top-level)*                             72.7 KiB      6                         107.8 KiB     10
   * domains within another (pools) are left out: their bytes are already in their parent
 
@@ -392,7 +394,7 @@ heap: top contexts at the end (8.7 KiB)
     1.0 KiB      1  Level:forest/Entities:all
       300 B      1  Audio:mixer
 
-vram: top contexts at the peak (96.0 KiB, 1.000 ms)
+vram: top contexts at the peak (96.0 KiB, 1.500 ms)
   inclusive  count  context
    96.0 KiB      2  Level:forest
    64.0 KiB      1  Level:forest/Texture:rock
@@ -408,7 +410,7 @@ vram: top contexts at the end (64.0 KiB)
   exclusive  count  context
    64.0 KiB      1  Level:forest/Texture:rock
 
-entity pool: top contexts at the peak (256 B, 1.000 ms)
+entity pool: top contexts at the peak (256 B, 1.500 ms)
   inclusive  count  context
       256 B      2  Level:forest
       256 B      2  Level:forest/Entities:all

@@ -108,13 +108,13 @@ fn default_run_reports_the_demos_figures() {
     // The timeline: VRAM peaks at everything the level loads, all of it in the level.
     let state = end.state();
     let tl = state.timeline();
-    let dom = state.domains().position(|d| d.id == vram.domain.id).unwrap();
+    let vram_id = vram.domain.id;
     let highest = |s: &replay_cli::replay::timeline::Series| s.buckets().map(|b| b.high).max().unwrap();
-    assert_eq!(highest(tl.domain(dom).unwrap()), exp.vram_local_bytes);
-    assert_eq!(tl.domain(dom).unwrap().now(), 0);
+    assert_eq!(highest(tl.domain(vram_id).unwrap()), exp.vram_local_bytes);
+    assert_eq!(tl.domain(vram_id).unwrap().now(), 0);
     let level = tl
         .contexts()
-        .find(|(k, _)| k.dom == dom as u32 && k.top.is_some_and(|n| state.node_path(n) == format!("Level:{LEVEL}")))
+        .find(|(k, _)| k.domain == vram_id && k.top.is_some_and(|n| state.node_path(n) == format!("Level:{LEVEL}")))
         .expect("a series for the level in VRAM");
     assert_eq!(highest(level.1), exp.vram_local_bytes);
 

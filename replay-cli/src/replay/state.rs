@@ -698,7 +698,7 @@ impl ReplayState {
         let i = self.domains.len() as u32;
         self.domains.push(DomainTotals { id, ..Default::default() });
         self.live.push(LiveAllocations::default());
-        self.timeline.add_domain();
+        self.timeline.add_domain(id);
         if (id as usize) < DIRECT_IDS {
             if self.direct_domains.len() <= id as usize {
                 self.direct_domains.resize(id as usize + 1, u32::MAX);
@@ -715,7 +715,10 @@ impl ReplayState {
         let t = &mut self.threads[ti];
         t.allocs += 1;
         let thread_alloc_no = t.allocs;
-        let time_ns = t.time_ns;
+        // The latest time any thread recorded: the tightest known lower bound on when
+        // this allocation happened (a thread records its clock every 1024 events, so its
+        // own reading may be far older), and the clock the timeline uses.
+        let time_ns = self.end_time_ns;
         let node = match t.attaches.last() {
             Some(&Some(target)) => target,
             _ => *t.contexts.last().unwrap_or(&ROOT),

@@ -19,8 +19,9 @@ use super::state::NodeId;
 /// Buckets per series, at most (and at least half of it once the log is long enough).
 pub const TIMELINE_BUCKETS: usize = 1024;
 
-/// Width of the first buckets: 2^20 ticks (about a millisecond at nanosecond ticks).
-const FIRST_SHIFT: u32 = 20;
+/// Width of the first buckets: 2^10 ticks (about a microsecond at nanosecond ticks), so
+/// a short capture still gets fine buckets; each doubling costs one pass over the buckets.
+const FIRST_SHIFT: u32 = 10;
 
 /// Top-level contexts per domain that get a series of their own; later ones share the
 /// domain's "other contexts" series, which keeps memory bounded whatever the tree.
@@ -104,8 +105,8 @@ impl Series {
 /// Which series a slot's allocations also count in: one top-level context in one domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextSeriesKey {
-    /// Index of the domain in `ReplayState::domains()` order.
-    pub dom: u32,
+    /// The domain's id in the log.
+    pub domain: u32,
     /// The top-level context (a child of the root), [`super::state::ROOT`] for
     /// allocations made outside any context, or `None` for "other contexts" (the domain
     /// already had [`CONTEXT_SERIES_PER_DOMAIN`] of its own).
@@ -119,8 +120,10 @@ pub struct Timeline {
     shift: u32,
     /// Index of the open bucket.
     current: usize,
-    /// Per domain index (as `ReplayState::domains`): live bytes.
+    /// Per domain index (the replay's dense numbering): live bytes; `domain_ids` gives
+    /// each one's id in the log.
     pub(crate) domains: Vec<Series>,
+    domain_ids: Vec<u32>,
     /// Per (domain, top-level context): live bytes.
     pub(crate) contexts: Vec<(ContextSeriesKey, Series)>,
     /// How many context series each domain index has (for the cap).
@@ -129,7 +132,14 @@ pub struct Timeline {
 
 impl Default for Timeline {
     fn default() -> Self {
-        Timeline { shift: FIRST_SHIFT, current: 0, domains: Vec::new(), contexts: Vec::new(), per_domain: Vec::new() }
+        Timeline {
+            shift: FIRST_SHIFT,
+            current: 0,
+            domains: Vec::new(),
+            domain_ids: Vec::new(),
+            contexts: Vec::new(),
+            per_domain: Vec::new(),
+        }
     }
 }
 
@@ -144,9 +154,9 @@ impl Timeline {
         self.current + 1
     }
 
-    /// Live bytes of domain index `dom` over time.
-    pub fn domain(&self, dom: usize) -> Option<&Series> {
-        self.domains.get(dom)
+    /// Live bytes of domain `id` over time (domains that saw an allocation or a free).
+    pub fn domain(&self, id: u32) -> Option<&Series> {
+        self.domain_ids.iter().position(|&d| d == id).map(|i| &self.domains[i])
     }
 
     /// The per-context series with their keys.
@@ -154,23 +164,25 @@ impl Timeline {
         self.contexts.iter().map(|(k, s)| (*k, s))
     }
 
-    /// A new domain index (they are numbered densely from 0).
-    pub(crate) fn add_domain(&mut self) {
+    /// Domain `id` gets the next domain index (they are numbered densely from 0).
+    pub(crate) fn add_domain(&mut self, id: u32) {
         self.domains.push(Series::new(self.current));
+        self.domain_ids.push(id);
         self.per_domain.push(0);
     }
 
     /// The series index for top-level context `top` in domain index `dom`, created on
     /// first use (or the domain's shared "other contexts" series past the cap).
     pub(crate) fn context_series(&mut self, dom: u32, top: NodeId) -> u32 {
+        let domain = self.domain_ids[dom as usize];
         let wanted = if self.per_domain[dom as usize] < CONTEXT_SERIES_PER_DOMAIN
-            || self.contexts.iter().any(|(k, _)| k.dom == dom && k.top == Some(top))
+            || self.contexts.iter().any(|(k, _)| k.domain == domain && k.top == Some(top))
         {
             Some(top)
         } else {
             None
         };
-        let key = ContextSeriesKey { dom, top: wanted };
+        let key = ContextSeriesKey { domain, top: wanted };
         if let Some(i) = self.contexts.iter().position(|(k, _)| *k == key) {
             return i as u32;
         }
@@ -316,7 +328,7 @@ mod tests {
         };
         for round in 0..20 {
             let mut tl = Timeline::default();
-            tl.add_domain();
+            tl.add_domain(0);
             let mut changes = Vec::new();
             let (mut t, mut live) = (0u64, 0u64);
             let steps = 2000 + round * 500;
@@ -353,16 +365,16 @@ mod tests {
     #[test]
     fn context_series_are_capped_per_domain() {
         let mut tl = Timeline::default();
-        tl.add_domain();
-        tl.add_domain();
+        tl.add_domain(0);
+        tl.add_domain(7);
         let firsts: Vec<u32> = (1..=CONTEXT_SERIES_PER_DOMAIN as u32).map(|n| tl.context_series(0, n)).collect();
         assert_eq!(tl.context_series(0, 1), firsts[0]);
         let other = tl.context_series(0, 1000);
-        assert_eq!(tl.contexts[other as usize].0, ContextSeriesKey { dom: 0, top: None });
+        assert_eq!(tl.contexts[other as usize].0, ContextSeriesKey { domain: 0, top: None });
         assert_eq!(tl.context_series(0, 1001), other);
         // The other domain has its own allowance.
         let d1 = tl.context_series(1, 1000);
-        assert_eq!(tl.contexts[d1 as usize].0, ContextSeriesKey { dom: 1, top: Some(1000) });
+        assert_eq!(tl.contexts[d1 as usize].0, ContextSeriesKey { domain: 7, top: Some(1000) });
     }
 
     #[test]

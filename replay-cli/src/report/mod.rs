@@ -1,19 +1,24 @@
-//! The reports: `summarize`, `tree`, `leaks`, `efficiency` and `instances`.
+//! The reports: `summarize`, `tree`, `leaks`, `efficiency` and `instances`; the
+//! `timeline` chart and the `export` formats.
 //!
 //! Each report module builds a serializable struct from the replayed state ([`Loaded`])
 //! and renders it as text; `--json` prints the same struct (schema in `JSON.md`).
 //! Reports read the replay state, never the log.
 
 pub mod efficiency;
+pub mod export;
 pub mod figures;
 pub mod instances;
 pub mod leaks;
 pub mod select;
+pub mod series;
 pub mod summarize;
 pub mod table;
+pub mod timeline_chart;
 pub mod tree;
 
 use std::io::IsTerminal as _;
+use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -130,6 +135,121 @@ pub fn run(
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
+    Ok(0)
+}
+
+/// Where `timeline` and `export` write: a file, or stdout for `-` (and for no `-o` with
+/// `export`).
+fn write_output(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Write) -> Result<(), CliError> {
+    match output {
+        Some(p) if p != Path::new("-") => {
+            std::fs::write(p, bytes).map_err(|e| CliError::Usage(format!("cannot write {}: {e}", p.display())))
+        }
+        _ => out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output),
+    }
+}
+
+/// Options that make no sense for a view over time (`timeline`, `export --format
+/// chrome-trace`): it covers every thread and the whole recording.
+fn reject_point_options(args: &ReportArgs, what: &str) -> Result<(), CliError> {
+    if args.thread.is_some() {
+        return Err(CliError::Usage(format!("{what} covers every thread; --thread does not apply")));
+    }
+    if args.at.is_some() {
+        return Err(CliError::Usage(format!("{what} covers the whole recording; --at does not apply")));
+    }
+    Ok(())
+}
+
+/// The image format of `timeline`, from `--format` or the output's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImageFormat {
+    Svg,
+    Png,
+}
+
+/// `timeline`: writes the memory-over-time chart of the log of `args` to `output`.
+pub fn run_timeline(
+    args: &ReportArgs,
+    chart: timeline_chart::ChartOptions,
+    format: Option<ImageFormat>,
+    output: &Path,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    reject_point_options(args, "the timeline")?;
+    let format = match format {
+        Some(f) => f,
+        None => match output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("png") => ImageFormat::Png,
+            Some("svg") | None => ImageFormat::Svg,
+            Some(other) => {
+                return Err(CliError::Usage(format!(
+                    "cannot tell the image format from `.{other}`: name the file .svg or .png, or give --format"
+                )))
+            }
+        },
+    };
+    if format == ImageFormat::Png && !cfg!(feature = "png") {
+        return Err(CliError::Usage(
+            "this build of replay-cli writes SVG only: rebuild it with `--features png` for PNG".into(),
+        ));
+    }
+    let loaded = load(args, progress)?;
+    let mut data = series::build(&loaded);
+    if chart.by == timeline_chart::ChartBy::Context && args.domain.is_none() {
+        // One domain per context chart: the heap unless --domain says otherwise.
+        let heap = loaded.state().domain_name(memreplay_format::HEAP_DOMAIN);
+        data.domains.retain(|d| d.name == heap);
+        data.contexts.retain(|c| c.domain == heap);
+    }
+    let svg = timeline_chart::svg(&data, &loaded.path, chart);
+    let bytes = match format {
+        ImageFormat::Svg => svg.into_bytes(),
+        ImageFormat::Png => png_bytes(&svg)?,
+    };
+    write_output(Some(output), &bytes, out)?;
+    Ok(0)
+}
+
+#[cfg(feature = "png")]
+fn png_bytes(svg: &str) -> Result<Vec<u8>, CliError> {
+    let (png, warning) = timeline_chart::png(svg).map_err(CliError::Usage)?;
+    if let Some(w) = warning {
+        eprintln!("replay-cli: warning: {w}");
+    }
+    Ok(png)
+}
+
+#[cfg(not(feature = "png"))]
+fn png_bytes(_svg: &str) -> Result<Vec<u8>, CliError> {
+    unreachable!("PNG is refused above without the `png` feature")
+}
+
+/// `export`: writes the log of `args` in `format` to `output` (stdout without one).
+pub fn run_export(
+    args: &ReportArgs,
+    format: export::ExportFormat,
+    output: Option<&Path>,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    if format == export::ExportFormat::ChromeTrace {
+        reject_point_options(args, "the Chrome trace")?;
+    }
+    let loaded = load(args, progress)?;
+    let text = match format {
+        export::ExportFormat::Json => to_json(&export::json(&loaded)),
+        export::ExportFormat::Csv => {
+            export::csv(&loaded).map_err(|e| CliError::Usage(format!("cannot build the CSV: {e}")))?
+        }
+        export::ExportFormat::ChromeTrace => {
+            let mut s = serde_json::to_string(&export::chrome_trace(&loaded)).expect("JSON values serialize");
+            s.push('\n');
+            s
+        }
+    };
+    write_output(output, text.as_bytes(), out)?;
     Ok(0)
 }
 
