@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use replay_cli::report::diff::DiffArgs;
 use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
 
 #[derive(Debug, Parser)]
@@ -49,6 +50,9 @@ enum Command {
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
+    /// What changed between two logs (per domain, context and allocation site), or with
+    /// --from/--to what one log allocated between two labels and still held at the second.
+    Diff(DiffArgs),
 }
 
 fn init_tracing(verbose: u8) {
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
+        Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,13 +1,17 @@
-//! The reports: `summarize`, `tree`, `leaks`, `efficiency` and `instances`.
+//! The reports: `summarize`, `tree`, `leaks`, `efficiency`, `instances` and `diff`.
 //!
 //! Each report module builds a serializable struct from the replayed state ([`Loaded`])
 //! and renders it as text; `--json` prints the same struct (schema in `JSON.md`).
 //! Reports read the replay state, never the log.
 
+pub mod compare;
+pub mod diff;
 pub mod efficiency;
 pub mod figures;
 pub mod instances;
 pub mod leaks;
+pub mod observed;
+pub mod range;
 pub mod select;
 pub mod summarize;
 pub mod table;
@@ -83,7 +87,7 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
     Ok(Loaded { path: path.display().to_string(), replay, sel })
 }
 
-fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
+pub(crate) fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
     if progress == Progress::Hidden || !std::io::stderr().is_terminal() {
         return None;
     }
