@@ -1,14 +1,16 @@
 //! `replay-cli`: the command line over the `replay_cli` library.
 //!
-//! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log;
-//! 2 for bad arguments, a log that cannot be read at all, and options naming what the
-//! log does not have (a domain, thread, label or frame).
+//! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log, or
+//! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
+//! a budget that cannot be read, and options naming what the log does not have (a
+//! domain, thread, label or frame).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use replay_cli::check::CheckArgs;
 use replay_cli::report::diff::DiffArgs;
 use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
 
@@ -53,6 +55,9 @@ enum Command {
     /// What changed between two logs (per domain, context and allocation site), or with
     /// --from/--to what one log allocated between two labels and still held at the second.
     Diff(DiffArgs),
+    /// Holds a log to a memory budget (TOML, see BUDGET.md) and, with --baseline, to a
+    /// limit on growth: exit 0 within budget, 1 a budget broken, 2 the check could not run.
+    Check(CheckArgs),
 }
 
 fn init_tracing(verbose: u8) {
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
         Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
+        Command::Check(args) => replay_cli::check::run(&args, Progress::Auto, out),
     };
     match result {
         Ok(code) => ExitCode::from(code),

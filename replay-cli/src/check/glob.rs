@@ -5,8 +5,9 @@
 //!
 //! - `**` matches any number of levels, none included (`**` alone matches the whole
 //!   domain, the root of the tree);
-//! - a segment with a `:` matches a level's `Type:name`; a segment without one matches
-//!   its type alone, whatever its name (`Textures` is `Textures:*`);
+//! - a segment with a `:` matches a level's `Type:name` (names may hold `:` themselves);
+//!   a segment without one matches its type alone, whatever its name (`Textures` is
+//!   `Textures:*`);
 //! - within a segment, `*` matches any run of characters and `?` one character.
 //!
 //! `[`, `]`, `{` and `}` are reserved (no character classes or alternatives), `**` must
@@ -50,9 +51,6 @@ impl ContextGlob {
             }
             if seg.contains("**") {
                 return Err(format!("`{text}`: `**` must be a whole segment (`a/**/b`), not part of `{seg}`"));
-            }
-            if seg.matches(':').count() > 1 {
-                return Err(format!("`{text}`: `{seg}` has more than one `:` (a level is `Type` or `Type:name`)"));
             }
             segments.push(Segment::Level { pattern: seg.chars().collect(), whole: seg.contains(':') });
         }
@@ -193,7 +191,6 @@ mod tests {
             ("Level/a**", "whole segment"),
             ("Level/[ab]", "reserved"),
             ("Level/{a,b}", "reserved"),
-            ("A:b:c", "more than one"),
         ] {
             let err = ContextGlob::parse(bad).expect_err(bad);
             assert!(err.contains(why), "{bad}: {err}");
