@@ -752,7 +752,7 @@ impl Diff {
         let _ = writeln!(o, "\ndomains");
         let mut t = Table::new(&[&[("domain", Align::Left)][..], &FIGURE_COLUMNS[..]].concat());
         for d in &self.domains {
-            figure_rows(&mut t, &[d.domain.clone()], d.status, &d.figures.exact(), &ratios(&d.figures));
+            figure_rows(&mut t, std::slice::from_ref(&d.domain), d.status, &d.figures.exact(), &ratios(&d.figures));
         }
         o.push_str(&t.render(2));
 

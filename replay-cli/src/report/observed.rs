@@ -206,16 +206,8 @@ impl EventSink for Sink<'_> {
         self.state.apply(thread, event, part);
         match *event {
             Event::Module { base, size, path, .. } => self.modules.push((base, size, path)),
-            Event::Label { name, .. } => {
-                if !self.wanted.is_empty() {
-                    self.label(name);
-                }
-            }
-            Event::FrameStart { frame, .. } => {
-                if !self.wanted.is_empty() {
-                    self.frame(frame);
-                }
-            }
+            Event::Label { name, .. } if !self.wanted.is_empty() => self.label(name),
+            Event::FrameStart { frame, .. } if !self.wanted.is_empty() => self.frame(frame),
             _ => {}
         }
     }
