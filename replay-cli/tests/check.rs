@@ -464,3 +464,64 @@ fn diff_through_the_binary() {
     assert_error(&cli(&["diff", &log, temp("nope.mrl").to_str().unwrap()]), "cannot read");
     assert_eq!(cli(&["diff", &log, &base, "--min-delta", "lots"]).status.code(), Some(2));
 }
+
+/// `diff --from --to` through the binary, on a log where the second label's name is
+/// defined late in the merged order (by another thread's stream, after the label), and
+/// where what the range left live is freed right after the second label.
+#[test]
+fn from_to_with_a_label_named_later_in_the_merged_order() {
+    let path = temp("late-name.mrl");
+    let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header()).unwrap();
+    let s = |id: u32, text: &str| Event::DefineString { id, text: text.into() };
+    let alloc =
+        |seq: u64, addr: u64, size: u64| Event::Alloc { seq, domain: HEAP, addr, size, align_log2: 3, stack: 1 };
+    let mut meta = EventEncoder::new();
+    for e in [s(1, "start"), s(3, "Level"), s(4, "forest"), Event::DefineContextType { id: 1, name: 3 }] {
+        meta.push(&e);
+    }
+    meta.push(&Event::DefineStack { id: 1, frames: vec![0x40_1000] });
+    w.write_block(0, &mut meta).unwrap();
+    let mut main = EventEncoder::new();
+    for e in [
+        Event::Time { ns: 1_000 },
+        alloc(1, 0x1000, 10),
+        Event::Label { seq: 2, name: 1 },
+        Event::ContextPush { ty: 1, name: 4, flags: 0 },
+        alloc(3, 0x2000, 100),
+        alloc(4, 0x3000, 1000),
+        Event::ContextPop,
+        Event::Free { seq: 5, domain: HEAP, addr: 0x3000, stack: 0 },
+        // Named by string 2, which the worker's stream defines before its event 10.
+        Event::Label { seq: 6, name: 2 },
+        Event::Free { seq: 7, domain: HEAP, addr: 0x2000, stack: 0 },
+    ] {
+        main.push(&e);
+    }
+    w.write_block(1, &mut main).unwrap();
+    let mut worker = EventEncoder::new();
+    for e in [Event::Time { ns: 2_000 }, s(2, "end"), alloc(10, 0x9000, 7)] {
+        worker.push(&e);
+    }
+    w.write_block(2, &mut worker).unwrap();
+    w.finish(0, 3_000).unwrap();
+
+    let p = path.to_str().unwrap();
+    let o = cli(&["diff", p, "--from", "start", "--to", "end", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["report"].as_str(), v["to"]["name"].as_str(), v["to"]["seq"].as_u64()),
+        (Some("diff-range"), Some("end"), Some(6))
+    );
+    // The 100 bytes made after "start" and live at "end" (freed just after); not the 10
+    // made before "start", nor the 1000 freed before "end".
+    assert_eq!((v["total"]["bytes"].as_u64(), v["total"]["count"].as_u64()), (Some(100), Some(1)));
+    let ctx = &v["domains"][0]["contexts"][0];
+    assert_eq!(
+        (ctx["context"].as_str(), ctx["bytes"].as_u64(), ctx["own_count"].as_u64()),
+        (Some("Level:forest"), Some(100), Some(1))
+    );
+    assert_eq!(v["domains"][0]["sites"][0]["frames"], serde_json::json!(["0x401000"]));
+    let text = stdout(&cli(&["diff", p, "--from", "start", "--to", "end"]));
+    assert!(text.contains("allocated after \"start\"") && text.contains("Level:forest"), "{text}");
+}
