@@ -10,8 +10,10 @@
 //!   or JSON ([`info::Info::to_json`]);
 //! - [`replay::replay`] replays a log into a [`replay::ReplayState`] (the engine);
 //! - [`report`] builds the reports on it (`summarize`, `tree`, `leaks`, `efficiency`,
-//!   `instances`), each printable as text or JSON (schema: `JSON.md`).
+//!   `instances`, `diff`), each printable as text or JSON (schema: `JSON.md`);
+//! - [`check`] holds a log to a memory budget (`BUDGET.md`) for CI.
 
+pub mod check;
 pub mod info;
 pub mod replay;
 pub mod report;

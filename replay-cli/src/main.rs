@@ -1,14 +1,17 @@
 //! `replay-cli`: the command line over the `replay_cli` library.
 //!
-//! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log;
-//! 2 for bad arguments, a log that cannot be read at all, and options naming what the
-//! log does not have (a domain, thread, label or frame).
+//! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log, or
+//! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
+//! a budget that cannot be read, and options naming what the log does not have (a
+//! domain, thread, label or frame).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use replay_cli::check::CheckArgs;
+use replay_cli::report::diff::DiffArgs;
 use replay_cli::report::export::ExportFormat;
 use replay_cli::report::timeline_chart::{ChartBy, ChartOptions};
 use replay_cli::report::{self, ImageFormat, Progress, ReportArgs, ReportKind};
@@ -51,6 +54,12 @@ enum Command {
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
+    /// What changed between two logs (per domain, context and allocation site), or with
+    /// --from/--to what one log allocated between two labels and still held at the second.
+    Diff(DiffArgs),
+    /// Holds a log to a memory budget (TOML, see BUDGET.md) and, with --baseline, to a
+    /// limit on growth: exit 0 within budget, 1 a budget broken, 2 the check could not run.
+    Check(CheckArgs),
     /// Memory over time as an image (SVG; PNG with the `png` feature): per domain, or per
     /// top-level context of one domain, with labels, peaks, time and frames.
     Timeline(TimelineArgs),
@@ -119,6 +128,8 @@ fn main() -> ExitCode {
         Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
+        Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
+        Command::Check(args) => replay_cli::check::run(&args, Progress::Auto, out),
         Command::Timeline(t) => {
             let chart = ChartOptions { by: t.by, width: t.width, height: t.height };
             report::run_timeline(&t.report, chart, t.format, &t.output, Progress::Auto, out)

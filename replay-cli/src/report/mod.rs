@@ -1,15 +1,19 @@
-//! The reports: `summarize`, `tree`, `leaks`, `efficiency` and `instances`; the
+//! The reports: `summarize`, `tree`, `leaks`, `efficiency`, `instances` and `diff`; the
 //! `timeline` chart and the `export` formats.
 //!
 //! Each report module builds a serializable struct from the replayed state ([`Loaded`])
 //! and renders it as text; `--json` prints the same struct (schema in `JSON.md`).
 //! Reports read the replay state, never the log.
 
+pub mod compare;
+pub mod diff;
 pub mod efficiency;
 pub mod export;
 pub mod figures;
 pub mod instances;
 pub mod leaks;
+pub mod observed;
+pub mod range;
 pub mod select;
 pub mod series;
 pub mod summarize;
@@ -88,7 +92,7 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
     Ok(Loaded { path: path.display().to_string(), replay, sel })
 }
 
-fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
+pub(crate) fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
     if progress == Progress::Hidden || !std::io::stderr().is_terminal() {
         return None;
     }

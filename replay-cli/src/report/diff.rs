@@ -1,0 +1,854 @@
+//! `diff a.mrl b.mrl`: what changed between two logs (two builds, two runs), per domain,
+//! per context and per allocation site, largest change first.
+//!
+//! Contexts are matched by path — (type, name) at each level — and domains by name, so
+//! the two logs need not share any id. Allocation sites are matched by their callstack,
+//! each frame written as `module+offset` (module-relative addresses do not move with
+//! address-space randomization, so two runs of one build match; different builds match
+//! once callstacks are symbolicated, which this analyzer does not do yet).
+//! `diff game.mrl --from A --to B` (one log) is in [`super::range`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::replay::state::ROOT;
+use crate::CliError;
+
+use super::compare::{path_text, DomainMetrics, LevelPath, LogFigures, Metrics};
+use super::observed::{self, Observed, Wanted};
+use super::select::{parse_at, At, PointInfo, ReportArgs};
+use super::table::{size, Align, Table};
+use super::{Progress, SCHEMA_VERSION};
+
+/// Rows per list unless `--limit` says otherwise (`--limit 0`: every row).
+pub const DEFAULT_LIMIT: usize = 25;
+
+/// How callstacks are matched across logs (said in the output).
+pub const SITES_KEYED_BY: &str = "callstack frames as module+offset (raw return addresses relative to their module; \
+     symbolication would key them by function)";
+
+/// Rows whose change is smaller than this are hidden (`--min-delta`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MinDelta {
+    /// Bytes (the largest change of peak, live and allocated).
+    Bytes(u64),
+    /// Percent (the largest relative change of those; new and vanished rows always pass).
+    Percent(f64),
+}
+
+/// Parses `--min-delta`: a size (`4096`, `64KiB`) or a percentage (`5%`).
+pub fn parse_min_delta(s: &str) -> Result<MinDelta, String> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => match p.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(MinDelta::Percent(v)),
+            _ => Err(format!("`{s}` is not a percentage (5%, 0.5%)")),
+        },
+        None => super::select::parse_bytes(s).map(MinDelta::Bytes),
+    }
+}
+
+/// The command line of `diff`.
+#[derive(Debug, Clone, Default, PartialEq, Args)]
+pub struct DiffArgs {
+    /// The log before (with --from/--to, the only log).
+    #[arg(value_name = "BEFORE")]
+    pub before: PathBuf,
+    /// The log after.
+    #[arg(value_name = "AFTER")]
+    pub after: Option<PathBuf>,
+    /// Compare both logs at this label (or frame:N) instead of at their ends.
+    #[arg(long, value_name = "LABEL|frame:N", value_parser = parse_at)]
+    pub at: Option<At>,
+    /// One log: what was allocated after this label and is still live at --to.
+    #[arg(long, value_name = "LABEL")]
+    pub from: Option<String>,
+    /// One log: the label where what --from allocated is looked at.
+    #[arg(long, value_name = "LABEL")]
+    pub to: Option<String>,
+    /// Hide rows whose change is smaller than this: bytes (64KiB) or percent (5%).
+    #[arg(long, value_name = "BYTES|PERCENT", value_parser = parse_min_delta)]
+    pub min_delta: Option<MinDelta>,
+    /// Only this memory domain (by name).
+    #[arg(long, value_name = "NAME")]
+    pub domain: Option<String>,
+    /// Rows per list (default 25; 0 for every row).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Machine-readable JSON output (exact integers; see JSON.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl DiffArgs {
+    /// Rows per list: `None` for every row.
+    pub fn row_limit(&self) -> Option<usize> {
+        match self.limit {
+            None => Some(DEFAULT_LIMIT),
+            Some(0) => None,
+            Some(n) => Some(n),
+        }
+    }
+}
+
+/// `replay-cli diff`: checks the arguments, builds the diff (of two logs, or of two
+/// labels of one log) and writes it to `out`. Returns the exit status (0).
+pub fn run(args: &DiffArgs, progress: Progress, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
+    let usage = |s: &str| Err(CliError::Usage(s.into()));
+    let text = match (&args.after, &args.from, &args.to) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            return usage("--from/--to compare two labels of one log: give one log, or use --at to compare two logs")
+        }
+        (None, Some(from), Some(to)) => {
+            if args.at.is_some() {
+                return usage("--at does not apply with --from/--to");
+            }
+            let r = super::range::build(args, from, to, progress)?;
+            if args.json {
+                super::to_json(&r)
+            } else {
+                r.to_text()
+            }
+        }
+        (None, Some(_), None) | (None, None, Some(_)) => return usage("--from and --to go together"),
+        (None, None, None) => {
+            return usage("diff takes two logs (diff before.mrl after.mrl), or one with --from LABEL --to LABEL")
+        }
+        (Some(after), None, None) => {
+            let d = build(args, after, progress)?;
+            if args.json {
+                super::to_json(&d)
+            } else {
+                d.to_text()
+            }
+        }
+    };
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
+    Ok(0)
+}
+
+/// The `diff` report of two logs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    pub schema_version: u32,
+    /// `"diff"`.
+    pub report: &'static str,
+    pub before: Side,
+    pub after: Side,
+    /// `--domain`, if given.
+    pub domain: Option<String>,
+    pub min_delta: MinDeltaInfo,
+    /// Whether any figure of any domain, context or site differs.
+    pub changed: bool,
+    /// Every domain of either log, by name.
+    pub domains: Vec<DomainDiff>,
+    /// Contexts that changed, largest change first.
+    pub contexts: Vec<ContextDiff>,
+    /// Changed contexts left out by `--min-delta` or `--limit`.
+    pub hidden_contexts: u64,
+    pub unchanged_contexts: u64,
+    pub sites_keyed_by: &'static str,
+    /// Allocation sites that changed, largest change first.
+    pub sites: Vec<SiteDiff>,
+    pub hidden_sites: u64,
+    pub unchanged_sites: u64,
+}
+
+/// One of the two logs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Side {
+    pub path: String,
+    /// Where its "live" figures are read.
+    pub at: PointInfo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MinDeltaInfo {
+    pub bytes: Option<u64>,
+    pub percent: Option<f64>,
+}
+
+/// How a row compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Changed,
+    Unchanged,
+    /// Only in the log after.
+    New,
+    /// Only in the log before.
+    Vanished,
+}
+
+impl Status {
+    fn text(self) -> &'static str {
+        match self {
+            Status::Changed => "",
+            Status::Unchanged => "(no change)",
+            Status::New => "(new)",
+            Status::Vanished => "(vanished)",
+        }
+    }
+}
+
+/// An exact figure before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Change {
+    /// Null where the row does not exist (a new or vanished context).
+    pub before: Option<u64>,
+    pub after: Option<u64>,
+    /// `after - before` (a missing side counts as 0).
+    pub change: i64,
+    /// `change / before` (null when `before` is 0 or missing).
+    pub relative: Option<f64>,
+}
+
+impl Change {
+    pub fn new(before: Option<u64>, after: Option<u64>) -> Change {
+        let (b, a) = (before.unwrap_or(0), after.unwrap_or(0));
+        let change = (i128::from(a) - i128::from(b)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        Change { before, after, change, relative: (b > 0).then(|| change as f64 / b as f64) }
+    }
+}
+
+/// A ratio or an average before and after (null where it does not apply).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RatioChange {
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    /// `after - before`, when both exist.
+    pub change: Option<f64>,
+    /// `change / before`, when both exist and `before` is not 0.
+    pub relative: Option<f64>,
+}
+
+impl RatioChange {
+    pub fn new(before: Option<f64>, after: Option<f64>) -> RatioChange {
+        let change = before.zip(after).map(|(b, a)| a - b);
+        let relative = change.zip(before).filter(|&(_, b)| b != 0.0).map(|(c, b)| c / b);
+        RatioChange { before, after, change, relative }
+    }
+
+    fn differs(&self) -> bool {
+        self.before != self.after
+    }
+}
+
+/// The figures of a domain or a context, before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FigureChanges {
+    /// Held at the domain's peak.
+    pub peak: Change,
+    /// Held at the point (the end, or `--at`).
+    pub live: Change,
+    pub live_count: Change,
+    /// Allocated over the whole recording (`--at` does not move it).
+    pub total: Change,
+    pub total_count: Change,
+    /// Instance entries over the recording.
+    pub instances: Change,
+    /// Bytes live at the point per instance.
+    pub per_instance: RatioChange,
+    /// Used / capacity of the containers live at the point.
+    pub efficiency: RatioChange,
+}
+
+impl FigureChanges {
+    pub fn new(before: Option<&Metrics>, after: Option<&Metrics>) -> FigureChanges {
+        let c = |f: fn(&Metrics) -> u64| Change::new(before.map(f), after.map(f));
+        FigureChanges {
+            peak: c(|m| m.peak),
+            live: c(|m| m.live),
+            live_count: c(|m| m.live_count),
+            total: c(|m| m.total),
+            total_count: c(|m| m.total_count),
+            instances: c(|m| m.instances),
+            per_instance: RatioChange::new(
+                before.and_then(Metrics::per_instance),
+                after.and_then(Metrics::per_instance),
+            ),
+            efficiency: RatioChange::new(before.and_then(Metrics::efficiency), after.and_then(Metrics::efficiency)),
+        }
+    }
+
+    fn exact(&self) -> [(&'static str, &Change, bool); 6] {
+        [
+            ("peak", &self.peak, true),
+            ("live", &self.live, true),
+            ("live allocations", &self.live_count, false),
+            ("allocated", &self.total, true),
+            ("allocations", &self.total_count, false),
+            ("instances", &self.instances, false),
+        ]
+    }
+
+    pub fn differs(&self) -> bool {
+        self.exact().iter().any(|(_, c, _)| c.change != 0) || self.per_instance.differs() || self.efficiency.differs()
+    }
+
+    /// The size of the change: the largest absolute change of peak, live and allocated.
+    pub fn magnitude(&self) -> u64 {
+        [&self.peak, &self.live, &self.total].iter().map(|c| c.change.unsigned_abs()).max().unwrap_or(0)
+    }
+
+    /// The largest relative change of peak, live and allocated, in percent (infinite for
+    /// a figure that grew from nothing).
+    fn relative_percent(&self) -> f64 {
+        [&self.peak, &self.live, &self.total]
+            .iter()
+            .map(|c| match c.relative {
+                Some(r) => r.abs() * 100.0,
+                None if c.change != 0 => f64::INFINITY,
+                None => 0.0,
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+/// One domain, by name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DomainDiff {
+    pub domain: String,
+    pub status: Status,
+    pub figures: FigureChanges,
+}
+
+/// One context (inclusive of its descendants) in one domain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContextDiff {
+    pub domain: String,
+    /// `Level:Forest/Textures:Forest`.
+    pub context: String,
+    pub status: Status,
+    pub figures: FigureChanges,
+}
+
+/// One allocation site (callstack) in one domain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteDiff {
+    pub domain: String,
+    /// Innermost first, as `module+0xoffset` (or a hex address outside every module);
+    /// empty for allocations recorded without a callstack.
+    pub frames: Vec<String>,
+    pub status: Status,
+    pub figures: SiteChanges,
+}
+
+/// A site's figures before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SiteChanges {
+    /// Held at its domain's peak.
+    pub peak: Change,
+    /// Held at the point (the end, or `--at`).
+    pub live: Change,
+    pub live_count: Change,
+    /// Allocated over the whole recording.
+    pub total: Change,
+    pub total_count: Change,
+}
+
+impl SiteChanges {
+    fn rows(&self) -> [(&'static str, &Change, bool); 5] {
+        [
+            ("peak", &self.peak, true),
+            ("live", &self.live, true),
+            ("live allocations", &self.live_count, false),
+            ("allocated", &self.total, true),
+            ("allocations", &self.total_count, false),
+        ]
+    }
+
+    fn magnitude(&self) -> u64 {
+        [&self.peak, &self.live, &self.total].iter().map(|c| c.change.unsigned_abs()).max().unwrap_or(0)
+    }
+
+    fn as_figures(&self) -> FigureChanges {
+        FigureChanges {
+            peak: self.peak,
+            live: self.live,
+            live_count: self.live_count,
+            total: self.total,
+            total_count: self.total_count,
+            instances: Change::new(None, None),
+            per_instance: RatioChange::new(None, None),
+            efficiency: RatioChange::new(None, None),
+        }
+    }
+}
+
+/// A site's figures in one log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SiteFigures {
+    peak: u64,
+    live: u64,
+    live_count: u64,
+    total: u64,
+    total_count: u64,
+}
+
+/// Loads one side: the replay with its modules and, with `--at LABEL`, the live
+/// allocations at the label (for the sites).
+fn load_side(path: &std::path::Path, args: &DiffArgs, progress: Progress) -> Result<Observed, CliError> {
+    let report_args = ReportArgs { at: args.at.clone(), ..ReportArgs::new(path) };
+    let wanted: Vec<Wanted> = args.at.iter().map(|at| Wanted { at: at.clone(), after: None }).collect();
+    observed::load(&report_args, progress, &wanted)
+}
+
+/// The diff of `args.before` and `after`.
+pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Result<Diff, CliError> {
+    let a = load_side(&args.before, args, progress)?;
+    let b = load_side(after, args, progress)?;
+    let fa = LogFigures::new(a.loaded.state(), &a.loaded.sel);
+    let fb = LogFigures::new(b.loaded.state(), &b.loaded.sel);
+    if let Some(name) = &args.domain {
+        if fa.domain(name).is_none() && fb.domain(name).is_none() {
+            let mut names: Vec<String> =
+                fa.domains.iter().chain(&fb.domains).map(|d| format!("\"{}\"", d.name)).collect();
+            names.dedup();
+            return Err(CliError::Usage(format!("no domain \"{name}\" in either log; domains: {}", names.join(", "))));
+        }
+    }
+    let wanted_domain = |name: &str| args.domain.as_deref().is_none_or(|d| d == name);
+
+    // Domains by name, in the order of the log before, then the new ones.
+    let mut domain_names: Vec<String> = Vec::new();
+    for d in fa.domains.iter().chain(&fb.domains) {
+        if wanted_domain(&d.name) && !domain_names.contains(&d.name) {
+            domain_names.push(d.name.clone());
+        }
+    }
+    let mut domains = Vec::new();
+    let mut contexts: Vec<ContextDiff> = Vec::new();
+    let mut unchanged_contexts = 0u64;
+    for name in &domain_names {
+        let (da, db) = (fa.domain(name), fb.domain(name));
+        // Instances belong to contexts, not domains.
+        let whole = |f: &LogFigures, d: &DomainMetrics| Metrics { instances: 0, ..f.metrics(d, ROOT) };
+        let ma = da.map(|d| whole(&fa, d)).filter(|m| !m.is_empty());
+        let mb = db.map(|d| whole(&fb, d)).filter(|m| !m.is_empty());
+        if ma.is_none() && mb.is_none() {
+            continue;
+        }
+        let figures = FigureChanges::new(Some(&ma.unwrap_or_default()), Some(&mb.unwrap_or_default()));
+        domains.push(DomainDiff {
+            domain: name.clone(),
+            status: status(ma.is_some(), mb.is_some(), &figures),
+            figures,
+        });
+
+        // Contexts by path: (before, after).
+        let mut by_path: BTreeMap<LevelPath, (Option<Metrics>, Option<Metrics>)> = BTreeMap::new();
+        for (figs, d, side) in [(&fa, da, 0), (&fb, db, 1)] {
+            let Some(d) = d else { continue };
+            for node in 1..figs.state.nodes.len() {
+                let m = figs.metrics(d, node as u32);
+                if m.is_empty() {
+                    continue;
+                }
+                let e = by_path.entry(figs.paths[node].clone()).or_default();
+                // The tree is keyed by (parent, type, name): a path is one node.
+                if side == 0 {
+                    e.0 = Some(m);
+                } else {
+                    e.1 = Some(m);
+                }
+            }
+        }
+        for (path, (before, after)) in by_path {
+            let figures = FigureChanges::new(before.as_ref(), after.as_ref());
+            let status = status(before.is_some(), after.is_some(), &figures);
+            if status == Status::Unchanged {
+                unchanged_contexts += 1;
+                continue;
+            }
+            contexts.push(ContextDiff { domain: name.clone(), context: path_text(&path), status, figures });
+        }
+    }
+    contexts.sort_by(|x, y| {
+        y.figures
+            .magnitude()
+            .cmp(&x.figures.magnitude())
+            .then_with(|| x.domain.cmp(&y.domain))
+            .then_with(|| x.context.cmp(&y.context))
+    });
+    let changed_contexts = contexts.len() as u64;
+    contexts.retain(|c| keep(args.min_delta, &c.figures));
+    if let Some(n) = args.row_limit() {
+        contexts.truncate(n);
+    }
+
+    // Allocation sites by (domain, frames).
+    let sa = site_figures(&a, args)?;
+    let sb = site_figures(&b, args)?;
+    let mut keys: Vec<&(String, Vec<String>)> = sa.keys().chain(sb.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut sites = Vec::new();
+    let mut unchanged_sites = 0u64;
+    for key in keys {
+        if !wanted_domain(&key.0) {
+            continue;
+        }
+        let (before, after) = (sa.get(key), sb.get(key));
+        let c = |f: fn(&SiteFigures) -> u64| Change::new(before.map(f), after.map(f));
+        let figures = SiteChanges {
+            peak: c(|s| s.peak),
+            live: c(|s| s.live),
+            live_count: c(|s| s.live_count),
+            total: c(|s| s.total),
+            total_count: c(|s| s.total_count),
+        };
+        let status = status(before.is_some(), after.is_some(), &figures.as_figures());
+        if status == Status::Unchanged {
+            unchanged_sites += 1;
+            continue;
+        }
+        sites.push(SiteDiff { domain: key.0.clone(), frames: key.1.clone(), status, figures });
+    }
+    sites.sort_by(|x, y| {
+        y.figures
+            .magnitude()
+            .cmp(&x.figures.magnitude())
+            .then_with(|| x.domain.cmp(&y.domain))
+            .then_with(|| x.frames.cmp(&y.frames))
+    });
+    let changed_sites = sites.len() as u64;
+    sites.retain(|s| keep(args.min_delta, &s.figures.as_figures()));
+    if let Some(n) = args.row_limit() {
+        sites.truncate(n);
+    }
+
+    let changed = domains.iter().any(|d| d.status != Status::Unchanged) || changed_contexts > 0 || changed_sites > 0;
+    Ok(Diff {
+        schema_version: SCHEMA_VERSION,
+        report: "diff",
+        before: side(&a),
+        after: side(&b),
+        domain: args.domain.clone(),
+        min_delta: MinDeltaInfo {
+            bytes: match args.min_delta {
+                Some(MinDelta::Bytes(b)) => Some(b),
+                _ => None,
+            },
+            percent: match args.min_delta {
+                Some(MinDelta::Percent(p)) => Some(p),
+                _ => None,
+            },
+        },
+        changed,
+        domains,
+        hidden_contexts: changed_contexts - contexts.len() as u64,
+        contexts,
+        unchanged_contexts,
+        sites_keyed_by: SITES_KEYED_BY,
+        hidden_sites: changed_sites - sites.len() as u64,
+        sites,
+        unchanged_sites,
+    })
+}
+
+fn side(o: &Observed) -> Side {
+    let l = &o.loaded;
+    Side { path: l.path.clone(), at: l.sel.info(l.state(), l.ticks_per_second()).at }
+}
+
+fn status(before: bool, after: bool, figures: &FigureChanges) -> Status {
+    match (before, after) {
+        (false, _) => Status::New,
+        (_, false) => Status::Vanished,
+        _ if figures.differs() => Status::Changed,
+        _ => Status::Unchanged,
+    }
+}
+
+/// Whether a changed row passes `--min-delta`.
+fn keep(min: Option<MinDelta>, f: &FigureChanges) -> bool {
+    match min {
+        None => true,
+        Some(MinDelta::Bytes(b)) => f.magnitude() >= b.max(1),
+        Some(MinDelta::Percent(p)) => f.magnitude() > 0 && f.relative_percent() >= p,
+    }
+}
+
+/// Every site of one log keyed by (domain name, frames as module+offset), with its live
+/// figures at the point of the selection.
+fn site_figures(o: &Observed, args: &DiffArgs) -> Result<HashMap<(String, Vec<String>), SiteFigures>, CliError> {
+    let state = o.loaded.state();
+    // With --at, what each (stack, domain) held there, from the kept live allocations.
+    let at_point: Option<HashMap<(u32, u32), (u64, u64)>> = match &args.at {
+        None => None,
+        Some(at) => {
+            let kept = match (at, o.loaded.sel.point.clone()) {
+                (_, super::select::Point::Label(i)) => o.at_label(i),
+                (At::Frame(n), _) => o.at_frame(*n),
+                _ => None,
+            };
+            let kept = kept.ok_or_else(|| CliError::Usage(format!("{at} was not reached in {}", o.loaded.path)))?;
+            let mut m: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+            for (&(_, slot, stack), &(bytes, count)) in kept {
+                let e = m.entry((stack, state.slots[slot as usize].domain)).or_default();
+                e.0 += bytes;
+                e.1 += count;
+            }
+            Some(m)
+        }
+    };
+    let mut out: HashMap<(String, Vec<String>), SiteFigures> = HashMap::new();
+    for (i, site) in state.sites.iter().enumerate() {
+        let frames: Vec<String> =
+            state.stacks.get(&site.stack).map_or_else(Vec::new, |f| f.iter().map(|&a| o.frame_key(a)).collect());
+        let (live, live_count) = match &at_point {
+            None => (site.now.live_bytes, site.now.live_count),
+            Some(m) => m.get(&(site.stack, site.domain)).copied().unwrap_or_default(),
+        };
+        let e = out.entry((state.domain_name(site.domain), frames)).or_default();
+        e.peak += state.site_held_at_peak(i).bytes;
+        e.live += live;
+        e.live_count += live_count;
+        e.total += site.now.total_bytes;
+        e.total_count += site.now.total_count;
+    }
+    Ok(out)
+}
+
+/// A signed byte change, human-readable: `+1.5 MiB`, `-512 B`, `0 B`.
+pub fn signed_size(change: i64) -> String {
+    match change {
+        0 => "0 B".into(),
+        c if c > 0 => format!("+{}", size(c.unsigned_abs())),
+        c => format!("-{}", size(c.unsigned_abs())),
+    }
+}
+
+/// A signed count change: `+3`, `-1`, `0`.
+pub fn signed_count(change: i64) -> String {
+    if change > 0 {
+        format!("+{change}")
+    } else {
+        change.to_string()
+    }
+}
+
+/// A relative change: `+12.5%`, `-3.0%`, `new` (from nothing), `-` (no change).
+pub fn relative_text(c: &Change) -> String {
+    match c.relative {
+        Some(r) => format!("{:+.1}%", r * 100.0),
+        None if c.change != 0 => "new".into(),
+        None => "-".into(),
+    }
+}
+
+fn opt_bytes(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), size)
+}
+
+fn opt_count(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+/// Rows of one item (a domain, a context, a site) in a change table: one per figure
+/// that changed, the first carrying the item's name and status.
+fn figure_rows(
+    t: &mut Table,
+    lead: &[String],
+    status: Status,
+    exact: &[(&str, &Change, bool)],
+    ratios: &[(&str, &RatioChange, bool)],
+) {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (name, c, bytes) in exact {
+        if c.change == 0 && (c.before == c.after || (c.before.unwrap_or(0) == 0 && c.after.unwrap_or(0) == 0)) {
+            continue;
+        }
+        let (b, a, d) = if *bytes {
+            (opt_bytes(c.before), opt_bytes(c.after), signed_size(c.change))
+        } else {
+            (opt_count(c.before), opt_count(c.after), signed_count(c.change))
+        };
+        rows.push(vec![(*name).into(), b, a, d, relative_text(c)]);
+    }
+    for (name, r, bytes) in ratios {
+        if !r.differs() {
+            continue;
+        }
+        let fmt = |v: Option<f64>| match v {
+            None => "-".into(),
+            Some(v) if *bytes => super::table::size_f(v),
+            Some(v) => super::table::percent(Some(v)),
+        };
+        let change = match r.change {
+            None => "-".into(),
+            Some(c) if *bytes => format!("{}{}", if c < 0.0 { "-" } else { "+" }, super::table::size_f(c.abs())),
+            Some(c) => format!("{:+.1} pts", c * 100.0),
+        };
+        let rel = r.relative.map_or_else(|| "-".into(), |x| format!("{:+.1}%", x * 100.0));
+        rows.push(vec![(*name).into(), fmt(r.before), fmt(r.after), change, rel]);
+    }
+    if rows.is_empty() {
+        rows.push(Vec::new());
+    }
+    for (i, cells) in rows.into_iter().enumerate() {
+        let mut row: Vec<String> = if i == 0 {
+            let mut l = lead.to_vec();
+            if let (Some(last), false) = (l.last_mut(), status.text().is_empty()) {
+                *last = format!("{last} {}", status.text());
+            }
+            l
+        } else {
+            vec![String::new(); lead.len()]
+        };
+        row.extend(cells);
+        t.row(row);
+    }
+}
+
+fn ratios(f: &FigureChanges) -> [(&'static str, &RatioChange, bool); 2] {
+    [("per instance", &f.per_instance, true), ("efficiency", &f.efficiency, false)]
+}
+
+const FIGURE_COLUMNS: [(&str, Align); 5] = [
+    ("figure", Align::Left),
+    ("before", Align::Right),
+    ("after", Align::Right),
+    ("change", Align::Right),
+    ("relative", Align::Right),
+];
+
+fn point_words(p: &PointInfo) -> String {
+    match (p.kind, &p.label, p.frame) {
+        ("label", Some(l), _) => format!("at label \"{l}\""),
+        ("frame", _, Some(f)) => format!("at the start of frame {f}"),
+        _ => "at the end".into(),
+    }
+}
+
+impl Diff {
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "diff: {} -> {} ({}; peak at each domain's peak, allocated over the whole recording)",
+            self.before.path,
+            self.after.path,
+            point_words(&self.before.at).replacen("at ", "live at ", 1)
+        );
+        match self.min_delta {
+            MinDeltaInfo { bytes: Some(b), .. } => {
+                let _ = writeln!(o, "  rows changed by less than {} hidden", size(b));
+            }
+            MinDeltaInfo { percent: Some(p), .. } => {
+                let _ = writeln!(o, "  rows changed by less than {p}% hidden");
+            }
+            _ => {}
+        }
+        if !self.changed {
+            let _ = writeln!(o, "\nno change: every domain, context and allocation site has the same figures");
+            return o;
+        }
+
+        let _ = writeln!(o, "\ndomains");
+        let mut t = Table::new(&[&[("domain", Align::Left)][..], &FIGURE_COLUMNS[..]].concat());
+        for d in &self.domains {
+            figure_rows(&mut t, std::slice::from_ref(&d.domain), d.status, &d.figures.exact(), &ratios(&d.figures));
+        }
+        o.push_str(&t.render(2));
+
+        let _ = writeln!(
+            o,
+            "\ncontexts (inclusive; largest change first; {} unchanged{})",
+            self.unchanged_contexts,
+            if self.hidden_contexts > 0 {
+                format!(", {} more changed not shown", self.hidden_contexts)
+            } else {
+                String::new()
+            }
+        );
+        if self.contexts.is_empty() {
+            let _ = writeln!(o, "  none changed");
+        } else {
+            let mut t =
+                Table::new(&[&[("domain", Align::Left), ("context", Align::Left)][..], &FIGURE_COLUMNS[..]].concat());
+            for c in &self.contexts {
+                figure_rows(
+                    &mut t,
+                    &[c.domain.clone(), c.context.clone()],
+                    c.status,
+                    &c.figures.exact(),
+                    &ratios(&c.figures),
+                );
+            }
+            o.push_str(&t.render(2));
+        }
+
+        let _ = writeln!(
+            o,
+            "\nallocation sites (keyed by {}; {} unchanged{})",
+            self.sites_keyed_by,
+            self.unchanged_sites,
+            if self.hidden_sites > 0 {
+                format!(", {} more changed not shown", self.hidden_sites)
+            } else {
+                String::new()
+            }
+        );
+        if self.sites.is_empty() {
+            let _ = writeln!(o, "  none changed");
+        }
+        for s in &self.sites {
+            let stack = super::leaks::frames_text(&s.frames);
+            let _ = writeln!(o, "  {}", format!("{}: {stack} {}", s.domain, s.status.text()).trim_end());
+            let mut t = Table::new(&FIGURE_COLUMNS);
+            figure_rows(&mut t, &[], Status::Changed, &s.figures.rows(), &[]);
+            o.push_str(&t.render(4));
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_delta_parses() {
+        assert_eq!(parse_min_delta("64KiB"), Ok(MinDelta::Bytes(65536)));
+        assert_eq!(parse_min_delta("5%"), Ok(MinDelta::Percent(5.0)));
+        assert_eq!(parse_min_delta("0.5 %"), Ok(MinDelta::Percent(0.5)));
+        assert!(parse_min_delta("-3%").is_err());
+        assert!(parse_min_delta("lots").is_err());
+    }
+
+    #[test]
+    fn changes() {
+        let c = Change::new(Some(100), Some(150));
+        assert_eq!((c.change, c.relative), (50, Some(0.5)));
+        assert_eq!(relative_text(&c), "+50.0%");
+        let c = Change::new(None, Some(10));
+        assert_eq!((c.change, c.relative), (10, None));
+        assert_eq!(relative_text(&c), "new");
+        let c = Change::new(Some(10), None);
+        assert_eq!((c.change, c.relative), (-10, Some(-1.0)));
+        assert_eq!(signed_size(-2048), "-2.0 KiB");
+        assert_eq!(signed_size(0), "0 B");
+        assert_eq!(signed_count(3), "+3");
+        let r = RatioChange::new(Some(0.5), Some(0.25));
+        assert_eq!((r.change, r.relative), (Some(-0.25), Some(-0.5)));
+        assert_eq!(RatioChange::new(None, Some(1.0)).change, None);
+    }
+
+    #[test]
+    fn min_delta_filters_by_the_largest_change() {
+        let m = |peak, live| Metrics { peak, live, total: peak, ..Metrics::default() };
+        let f = FigureChanges::new(Some(&m(1000, 10)), Some(&m(1100, 10)));
+        assert_eq!(f.magnitude(), 100);
+        assert!(keep(Some(MinDelta::Bytes(100)), &f));
+        assert!(!keep(Some(MinDelta::Bytes(101)), &f));
+        assert!(keep(Some(MinDelta::Percent(10.0)), &f));
+        assert!(!keep(Some(MinDelta::Percent(10.1)), &f));
+        let new = FigureChanges::new(None, Some(&m(1, 1)));
+        assert!(keep(Some(MinDelta::Percent(1000.0)), &new), "new rows grow from nothing");
+    }
+}

@@ -1,0 +1,269 @@
+//! `diff game.mrl --from A --to B`: what was allocated between two labels of one log and
+//! is still live at the second (MemReplay's range selection: "what did loading this level
+//! leave behind"), by domain, context and allocation site.
+//!
+//! `A` is the first label of that name, `B` the first label of its name after `A`. The
+//! allocations are those live at `B` (kept by [`super::observed`] as the replay passes
+//! `B`) that were made after `A`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::replay::state::NodeId;
+use crate::CliError;
+
+use super::diff::{DiffArgs, MinDelta, SITES_KEYED_BY};
+use super::figures::{self, Agg};
+use super::observed::{self, Wanted};
+use super::select::{At, ReportArgs};
+use super::summarize::LabelRef;
+use super::table::{plural, size, Align, Table};
+use super::{domain_ref, Amount, DomainRef, Progress, SCHEMA_VERSION};
+
+/// The `diff --from --to` report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RangeDiff {
+    pub schema_version: u32,
+    /// `"diff-range"`.
+    pub report: &'static str,
+    pub path: String,
+    pub from: LabelRef,
+    pub to: LabelRef,
+    /// Over the top-level domains (a pool's blocks are not added to the heap's).
+    pub total: Amount,
+    /// Domains with allocations left, by id.
+    pub domains: Vec<RangeDomain>,
+    pub sites_keyed_by: &'static str,
+}
+
+/// One domain's allocations made between the labels and live at the second.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RangeDomain {
+    pub domain: DomainRef,
+    pub bytes: u64,
+    pub count: u64,
+    /// Contexts holding some of them (inclusive, with their own share), most bytes first.
+    pub contexts: Vec<RangeContext>,
+    /// Contexts left out by `--min-delta` or `--limit`.
+    pub hidden_contexts: u64,
+    /// Allocation sites, most bytes first.
+    pub sites: Vec<RangeSite>,
+    pub hidden_sites: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RangeContext {
+    /// Context path (`(no context)` for allocations outside any context).
+    pub context: String,
+    /// This context and its descendants.
+    pub bytes: u64,
+    pub count: u64,
+    /// Its own allocations.
+    pub own_bytes: u64,
+    pub own_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RangeSite {
+    /// Callstack id in the log (0: recorded without one).
+    pub stack: u32,
+    /// Innermost first, as `module+0xoffset`.
+    pub frames: Vec<String>,
+    pub bytes: u64,
+    pub count: u64,
+}
+
+/// Builds the range report of `args.before` from label `from` to label `to`.
+pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Result<RangeDiff, CliError> {
+    if from == to {
+        return Err(CliError::Usage(format!("--from and --to both name \"{from}\": give two labels")));
+    }
+    let report_args = ReportArgs { domain: args.domain.clone(), ..ReportArgs::new(&args.before) };
+    let wanted = [Wanted { at: At::Label(to.to_owned()), after: Some(from.to_owned()) }];
+    let o = observed::load(&report_args, progress, &wanted)?;
+    let l = &o.loaded;
+    let state = l.state();
+    let labels = || {
+        let names: Vec<String> = state.labels.iter().map(|m| format!("\"{}\"", state.string(m.name))).collect();
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    let named = |name: &str, from_index: usize| {
+        state.labels.iter().enumerate().skip(from_index).find(|(_, m)| state.string(m.name) == name).map(|(i, _)| i)
+    };
+    let Some(from_index) = named(from, 0) else {
+        return Err(CliError::Usage(format!("no label \"{from}\" in the log; labels: {}", labels())));
+    };
+    let Some(to_index) = named(to, from_index + 1) else {
+        return Err(CliError::Usage(format!("no label \"{to}\" after \"{from}\" in the log; labels: {}", labels())));
+    };
+    let kept =
+        o.at_label(to_index).ok_or_else(|| CliError::Usage(format!("label \"{to}\" was not reached in {}", l.path)))?;
+
+    // What was made after `from` (epoch > from_index), by slot and by (domain, stack).
+    let mut by_slot: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut by_site: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+    for (&(epoch, slot, stack), &(bytes, count)) in kept {
+        if epoch as usize <= from_index || !l.sel.slot_selected(state, slot) {
+            continue;
+        }
+        let e = by_slot.entry(slot).or_default();
+        e.0 += bytes;
+        e.1 += count;
+        let e = by_site.entry((state.slots[slot as usize].domain, stack)).or_default();
+        e.0 += bytes;
+        e.1 += count;
+    }
+
+    let limit = args.row_limit();
+    let mut domains = Vec::new();
+    for &d in &l.sel.domains {
+        let mut exclusive = vec![Agg::default(); state.nodes.len()];
+        for (&slot, &(bytes, count)) in &by_slot {
+            let s = &state.slots[slot as usize];
+            if s.domain == d {
+                let a = &mut exclusive[s.node as usize];
+                a.live.bytes += bytes;
+                a.live.count += count;
+            }
+        }
+        let inclusive = figures::inclusive(state, &exclusive);
+        let total = inclusive[0].live;
+        if total.count == 0 {
+            continue;
+        }
+        let mut contexts: Vec<RangeContext> = (0..state.nodes.len())
+            .filter(|&n| inclusive[n].live.count > 0 && (n != 0 || exclusive[0].live.count > 0))
+            .map(|n| RangeContext {
+                context: state.node_path(n as NodeId),
+                bytes: if n == 0 { exclusive[0].live.bytes } else { inclusive[n].live.bytes },
+                count: if n == 0 { exclusive[0].live.count } else { inclusive[n].live.count },
+                own_bytes: exclusive[n].live.bytes,
+                own_count: exclusive[n].live.count,
+            })
+            .collect();
+        contexts
+            .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)).then_with(|| a.context.cmp(&b.context)));
+        let all = contexts.len() as u64;
+        contexts.retain(|c| keep(args.min_delta, c.bytes, total.bytes));
+        if let Some(n) = limit {
+            contexts.truncate(n);
+        }
+
+        let mut sites: Vec<RangeSite> = by_site
+            .iter()
+            .filter(|((domain, _), _)| *domain == d)
+            .map(|(&(_, stack), &(bytes, count))| RangeSite {
+                stack,
+                frames: state.stacks.get(&stack).map_or_else(Vec::new, |f| f.iter().map(|&a| o.frame_key(a)).collect()),
+                bytes,
+                count,
+            })
+            .collect();
+        sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)).then(a.frames.cmp(&b.frames)));
+        let all_sites = sites.len() as u64;
+        sites.retain(|s| keep(args.min_delta, s.bytes, total.bytes));
+        if let Some(n) = limit {
+            sites.truncate(n);
+        }
+        domains.push(RangeDomain {
+            domain: domain_ref(state, d),
+            bytes: total.bytes,
+            count: total.count,
+            hidden_contexts: all - contexts.len() as u64,
+            contexts,
+            hidden_sites: all_sites - sites.len() as u64,
+            sites,
+        });
+    }
+    let top: Vec<&RangeDomain> = domains.iter().filter(|d| d.domain.top_level).collect();
+    let label_ref = |i: usize| {
+        let m = &state.labels[i];
+        LabelRef { name: state.string(m.name), seq: m.seq, time_ns: l.ns(m.time_ns), frame: m.frame }
+    };
+    Ok(RangeDiff {
+        schema_version: SCHEMA_VERSION,
+        report: "diff-range",
+        path: l.path.clone(),
+        from: label_ref(from_index),
+        to: label_ref(to_index),
+        total: Amount::new(top.iter().map(|d| d.bytes).sum(), top.iter().map(|d| d.count).sum()),
+        domains,
+        sites_keyed_by: SITES_KEYED_BY,
+    })
+}
+
+/// Whether a row of `bytes` passes `--min-delta` (a percentage is of the domain's total).
+fn keep(min: Option<MinDelta>, bytes: u64, domain_bytes: u64) -> bool {
+    match min {
+        None => true,
+        Some(MinDelta::Bytes(b)) => bytes >= b,
+        Some(MinDelta::Percent(p)) => domain_bytes > 0 && bytes as f64 * 100.0 / domain_bytes as f64 >= p,
+    }
+}
+
+impl RangeDiff {
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let ms = crate::time::format_ms;
+        let _ = writeln!(
+            o,
+            "{}: allocated after \"{}\" ({}) and still live at \"{}\" ({})",
+            self.path,
+            self.from.name,
+            ms(self.from.time_ns),
+            self.to.name,
+            ms(self.to.time_ns)
+        );
+        if self.domains.is_empty() {
+            let _ = writeln!(o, "\nnothing: every allocation made in between was freed by then");
+            return o;
+        }
+        let _ = writeln!(o, "  {} (top-level domains)", self.total.text());
+        for d in &self.domains {
+            let _ = writeln!(o, "\n{}: {} in {}", d.domain.title(), size(d.bytes), plural(d.count, "allocation"));
+            let mut t = Table::new(&[
+                ("bytes", Align::Right),
+                ("count", Align::Right),
+                ("own", Align::Right),
+                ("own count", Align::Right),
+                ("context", Align::Left),
+            ]);
+            for c in &d.contexts {
+                t.row(vec![
+                    size(c.bytes),
+                    c.count.to_string(),
+                    size(c.own_bytes),
+                    c.own_count.to_string(),
+                    c.context.clone(),
+                ]);
+            }
+            if d.hidden_contexts > 0 {
+                t.row(vec![
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    format!("… {} more contexts", d.hidden_contexts),
+                ]);
+            }
+            o.push_str(&t.render(2));
+            let mut t =
+                Table::new(&[("bytes", Align::Right), ("count", Align::Right), ("allocation site", Align::Left)]);
+            for s in &d.sites {
+                t.row(vec![size(s.bytes), s.count.to_string(), super::leaks::frames_text(&s.frames)]);
+            }
+            if d.hidden_sites > 0 {
+                t.row(vec![String::new(), String::new(), format!("… {} more callstacks", d.hidden_sites)]);
+            }
+            o.push_str(&t.render(2));
+        }
+        let _ = writeln!(o, "\n(allocation sites: {})", self.sites_keyed_by);
+        o
+    }
+}

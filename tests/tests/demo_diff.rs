@@ -1,0 +1,280 @@
+//! `replay-cli diff` and `check` (through the library) on real demo logs: two runs with a
+//! changed parameter (more textures, a second leak) give exactly the deltas the demo's
+//! constants fix; a log against itself shows no change; `--from/--to` finds what the
+//! level load left behind; the example budget holds for the demo and breaks, rule by
+//! rule, when the demo grows.
+
+use std::path::{Path, PathBuf};
+
+use memreplay_demo::{
+    expected, Expected, CONSOLE_CAPACITY, ENTITY_BYTES, ENTITY_POOL, EXTRA_LEAK_BYTES, LABELS, LEAK_BYTES, LEVEL,
+    LEVEL_ENTITIES, VRAM_LOCAL, VRAM_SYSTEM,
+};
+use memreplay_tests::{run_demo, temp_log};
+use replay_cli::check::{self, CheckArgs};
+use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, Status};
+use replay_cli::report::{range, At, Progress};
+
+const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
+
+/// Runs the demo with `args` into a fresh log; returns its path and what to expect.
+fn record(name: &str, args: &[&str]) -> (PathBuf, Expected) {
+    let path = temp_log(name);
+    let mut all = vec![path.to_str().unwrap()];
+    all.extend_from_slice(args);
+    run_demo(DEMO, &all);
+    let Ok(memreplay_demo::Command::Run(opts)) = memreplay_demo::parse_args(all.iter().map(Into::into)) else {
+        panic!("the arguments parse")
+    };
+    (path, expected(&opts))
+}
+
+fn diff_of(before: &Path, after: &Path, at: Option<&str>) -> Diff {
+    let args = DiffArgs {
+        before: before.to_owned(),
+        after: Some(after.to_owned()),
+        at: at.map(|l| At::Label(l.into())),
+        limit: Some(0),
+        ..DiffArgs::default()
+    };
+    diff::build(&args, after, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn context<'a>(d: &'a Diff, domain: &str, path: &str) -> &'a ContextDiff {
+    d.contexts
+        .iter()
+        .find(|c| c.domain == domain && c.context == path)
+        .unwrap_or_else(|| panic!("no change listed for {domain} {path}"))
+}
+
+fn textures_path() -> String {
+    format!("Level:{LEVEL}/Textures:{LEVEL}")
+}
+
+#[test]
+fn more_textures_and_a_new_leak_give_the_exact_deltas() {
+    let (a, ea) = record("diff-a.mrl", &["--textures", "8", "--frames", "5"]);
+    let (b, eb) = record("diff-b.mrl", &["--textures", "12", "--frames", "5", "--extra-leak"]);
+    let new_textures = &eb.textures[ea.textures.len()..];
+    let new_vram: u64 = new_textures.iter().map(|t| t.vram_bytes).sum();
+    assert_eq!(new_vram, eb.texture_vram_bytes - ea.texture_vram_bytes);
+
+    let d = diff_of(&a, &b, None);
+    assert!(d.changed);
+    // The GPU heap: everything is loaded before anything is freed, so its peak and its
+    // total both grow by exactly the new textures' mip chains.
+    let vram = d.domains.iter().find(|x| x.domain == VRAM_LOCAL).unwrap();
+    assert_eq!(vram.status, Status::Changed);
+    assert_eq!(
+        (vram.figures.peak.before, vram.figures.peak.after),
+        (Some(ea.vram_local_bytes), Some(eb.vram_local_bytes))
+    );
+    assert_eq!(vram.figures.peak.change, new_vram as i64);
+    assert_eq!(vram.figures.peak.relative, Some(new_vram as f64 / ea.vram_local_bytes as f64));
+    assert_eq!(vram.figures.total.change, new_vram as i64);
+    assert_eq!(vram.figures.total_count.change, new_textures.len() as i64);
+    assert_eq!(vram.figures.live.change, 0, "the level unload frees everything");
+    let staging = d.domains.iter().find(|x| x.domain == VRAM_SYSTEM).unwrap();
+    assert_eq!(staging.status, Status::Unchanged);
+
+    // The textures' context: 8 → 12 instances, their VRAM bytes.
+    let t = context(&d, VRAM_LOCAL, &textures_path());
+    assert_eq!(t.status, Status::Changed);
+    assert_eq!(
+        (t.figures.peak.before, t.figures.peak.after),
+        (Some(ea.texture_vram_bytes), Some(eb.texture_vram_bytes))
+    );
+    assert_eq!((t.figures.instances.before, t.figures.instances.after), (Some(8), Some(12)));
+    assert_eq!(t.figures.instances.change, 4);
+    // Each new texture is a new context holding its mip chain at the peak.
+    for spec in new_textures {
+        let c = context(&d, VRAM_LOCAL, &format!("{}/Texture:{}", textures_path(), spec.name));
+        assert_eq!(c.status, Status::New);
+        assert_eq!((c.figures.peak.before, c.figures.peak.after), (None, Some(spec.vram_bytes)));
+        assert_eq!((c.figures.total.after, c.figures.total_count.after), (Some(spec.vram_bytes), Some(1)));
+        assert_eq!(c.figures.instances.after, Some(1));
+        assert_eq!(c.figures.peak.relative, None);
+    }
+    // Contexts the parameters do not touch are not listed.
+    let shadows = format!("Level:{LEVEL}/Renderer:shadows");
+    assert!(!d.contexts.iter().any(|c| c.context == shadows), "the shadow atlas did not change");
+    assert!(d.unchanged_contexts > 0);
+
+    // The second leak: a new context, live at the end.
+    let leak = context(&d, "heap", &format!("Level:{LEVEL}/Shaders:permutations"));
+    assert_eq!(leak.status, Status::New);
+    assert_eq!((leak.figures.live.after, leak.figures.live_count.after), (Some(EXTRA_LEAK_BYTES as u64), Some(1)));
+    assert_eq!(leak.figures.live.change, EXTRA_LEAK_BYTES as i64);
+    // The first leak is the same in both.
+    assert!(!d.contexts.iter().any(|c| c.context == format!("Level:{LEVEL}/Scripts:cache")));
+
+    // Sites, keyed by module-relative frames: the VRAM texture site allocates the new
+    // textures; the shader table's site is new.
+    let site = d
+        .sites
+        .iter()
+        .find(|s| s.domain == VRAM_LOCAL && s.figures.total_count.change == new_textures.len() as i64)
+        .expect("the VRAM texture site");
+    assert_eq!(site.figures.total.change, new_vram as i64);
+    assert_eq!(site.figures.peak.change, new_vram as i64);
+    assert!(!site.frames.is_empty() && site.frames.iter().all(|f| f.contains("+0x")), "{:?}", site.frames);
+    assert!(
+        d.sites.iter().any(|s| s.domain == "heap"
+            && s.status == Status::New
+            && s.figures.live.after == Some(EXTRA_LEAK_BYTES as u64)),
+        "the new leak's site"
+    );
+    // Largest change first.
+    let sizes: Vec<u64> = d.contexts.iter().map(|c| c.figures.magnitude()).collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+
+    // At "level loaded": the new textures' CPU copies are live, and the VRAM average per
+    // texture moves from 8 to 12 textures' mean.
+    let d = diff_of(&a, &b, Some(LABELS[1]));
+    assert_eq!(d.before.at.label.as_deref(), Some(LABELS[1]));
+    for spec in new_textures {
+        let c = context(&d, "heap", &format!("{}/Texture:{}", textures_path(), spec.name));
+        assert_eq!(
+            (c.status, c.figures.live.after, c.figures.live_count.after),
+            (Status::New, Some(spec.heap_bytes), Some(1))
+        );
+    }
+    let t = context(&d, VRAM_LOCAL, &textures_path());
+    assert_eq!(t.figures.live.change, new_vram as i64);
+    assert_eq!(t.figures.per_instance.before, Some(ea.texture_vram_bytes as f64 / 8.0));
+    assert_eq!(t.figures.per_instance.after, Some(eb.texture_vram_bytes as f64 / 12.0));
+    let text = d.to_text();
+    for needle in ["domains", VRAM_LOCAL, "Texture:rock_1.dds (new)", "per instance", "module+offset"] {
+        assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
+    }
+
+    // --min-delta hides the small rows: nothing under 64 KiB.
+    let args = DiffArgs {
+        before: a.clone(),
+        after: Some(b.clone()),
+        min_delta: Some(diff::MinDelta::Bytes(64 << 10)),
+        limit: Some(0),
+        ..DiffArgs::default()
+    };
+    let small = diff::build(&args, &b, Progress::Hidden).unwrap();
+    assert!(small.contexts.iter().all(|c| c.figures.magnitude() >= 64 << 10));
+    assert!(small.hidden_contexts > 0);
+    assert!(!small.contexts.iter().any(|c| c.context.ends_with("Shaders:permutations")), "31 KiB is below 64 KiB");
+
+    for p in [a, b] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
+fn a_log_against_itself_shows_no_change() {
+    let (a, _) = record("self.mrl", &["--textures", "3", "--frames", "4"]);
+    for at in [None, Some(LABELS[1])] {
+        let d = diff_of(&a, &a, at);
+        assert!(!d.changed, "{:?}", d.contexts.first());
+        assert!(d.contexts.is_empty() && d.sites.is_empty());
+        assert!(d.domains.iter().all(|x| x.status == Status::Unchanged && x.figures.peak.change == 0));
+        assert!(d.unchanged_contexts > 0 && d.unchanged_sites > 0);
+        assert!(d.to_text().contains("no change"), "{}", d.to_text());
+    }
+    let _ = std::fs::remove_file(a);
+}
+
+#[test]
+fn from_to_finds_what_the_level_load_left_behind() {
+    let (a, e) = record("range.mrl", &["--frames", "6"]);
+    let args = DiffArgs { before: a.clone(), limit: Some(0), ..DiffArgs::default() };
+    let r = range::build(&args, LABELS[0], LABELS[1], Progress::Hidden).unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!((r.from.name.as_str(), r.to.name.as_str()), (LABELS[0], LABELS[1]));
+    let domain = |name: &str| r.domains.iter().find(|d| d.domain.name == name);
+
+    // Every VRAM allocation of the level is made after "main menu" and live at "level
+    // loaded"; the staging buffer is freed before the label; the pool holds the level's
+    // entities.
+    let vram = domain(VRAM_LOCAL).expect("VRAM");
+    assert_eq!((vram.bytes, vram.count), (e.vram_local_bytes, e.vram_local_allocs as u64));
+    assert!(domain(VRAM_SYSTEM).is_none(), "the staging buffer was freed before \"level loaded\"");
+    let pool = domain(ENTITY_POOL).expect("the entity pool");
+    assert_eq!((pool.bytes, pool.count), (LEVEL_ENTITIES as u64 * ENTITY_BYTES as u64, LEVEL_ENTITIES as u64));
+
+    // In the heap: each texture's CPU copy (the first texture also holds the streaming
+    // channel's own allocations), the debug console, the leaked script cache.
+    let heap = domain("heap").expect("heap");
+    let ctx = |path: &str| heap.contexts.iter().find(|c| c.context == path).unwrap_or_else(|| panic!("{path}"));
+    for spec in &e.textures[1..] {
+        let c = ctx(&format!("{}/Texture:{}", textures_path(), spec.name));
+        assert_eq!((c.bytes, c.count, c.own_bytes), (spec.heap_bytes, 1, spec.heap_bytes), "{}", spec.name);
+    }
+    let console = ctx("UI:main menu/UI:debug console");
+    assert_eq!((console.bytes, console.count), (CONSOLE_CAPACITY as u64, 1));
+    let cache = ctx(&format!("Level:{LEVEL}/Scripts:cache"));
+    assert_eq!((cache.bytes, cache.count), (LEAK_BYTES as u64, 1));
+    let vram_tex = vram.contexts.iter().find(|c| c.context == textures_path()).unwrap();
+    assert_eq!(
+        (vram_tex.bytes, vram_tex.count, vram_tex.own_bytes),
+        (e.texture_vram_bytes, e.textures.len() as u64, 0)
+    );
+    // Sites: the texture VRAM site holds one allocation per texture.
+    assert!(vram.sites.iter().any(|s| s.bytes == e.texture_vram_bytes && s.count == e.textures.len() as u64));
+    assert_eq!(r.total.bytes, heap.bytes + vram.bytes, "top-level domains only");
+
+    // Gameplay leaves nothing in VRAM or the pool by the time the level is unloaded.
+    let r = range::build(&args, LABELS[2], LABELS[3], Progress::Hidden).unwrap();
+    assert!(r.domains.iter().all(|d| d.domain.name != VRAM_LOCAL && d.domain.name != ENTITY_POOL), "{:?}", r.domains);
+    // Labels in the wrong order, or unknown, are errors naming the labels.
+    let err = range::build(&args, LABELS[2], LABELS[0], Progress::Hidden).err().unwrap().to_string();
+    assert!(err.contains("no label \"main menu\" after \"gameplay\""), "{err}");
+    let err = range::build(&args, "boss fight", LABELS[1], Progress::Hidden).err().unwrap().to_string();
+    assert!(err.contains("no label \"boss fight\"") && err.contains("\"level loaded\""), "{err}");
+    let _ = std::fs::remove_file(a);
+}
+
+/// The example budget, as the README's CI recipe uses it.
+fn example_budget() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../replay-cli/budget.example.toml")
+}
+
+#[test]
+fn the_example_budget_holds_for_the_demo_and_breaks_when_it_grows() {
+    let (base, _) = record("budget-base.mrl", &[]);
+    let (same, _) = record("budget-same.mrl", &[]);
+    let args = |log: &Path| CheckArgs {
+        log: log.to_owned(),
+        budget: example_budget(),
+        baseline: Some(base.clone()),
+        ..CheckArgs::default()
+    };
+    let r = check::build(&args(&same), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.passed, "{}", r.to_text());
+    assert_eq!(r.failed, 0);
+    let mut out = Vec::new();
+    assert_eq!(check::run(&args(&same), Progress::Hidden, &mut out).unwrap(), 0);
+
+    // More textures and a second leak: the rules about those break, the others hold.
+    let (grown, e) = record("budget-grown.mrl", &["--textures", "12", "--extra-leak"]);
+    let r = check::build(&args(&grown), Progress::Hidden).unwrap();
+    assert!(!r.passed);
+    let failed: Vec<(&str, &str)> =
+        r.results.iter().filter(|x| !x.passed).map(|x| (x.subject.as_str(), x.metric)).collect();
+    assert_eq!(
+        failed,
+        [
+            (VRAM_LOCAL, "growth_percent"),
+            ("heap", "live"),
+            ("Level/Textures", "live"),
+            ("**/Shaders", "live"),
+            ("top-level domains", "growth_bytes"),
+            ("top-level domains", "growth_percent"),
+        ],
+        "{}",
+        r.to_text()
+    );
+    let shaders = r.results.iter().find(|x| x.subject == "**/Shaders").unwrap();
+    assert_eq!(shaders.measured, Some(check::Number::Int(EXTRA_LEAK_BYTES as i64)));
+    let textures = r.results.iter().find(|x| x.subject == "Level/Textures" && x.metric == "live").unwrap();
+    assert_eq!(textures.measured, Some(check::Number::Int(e.texture_vram_bytes as i64)));
+    assert_eq!(check::run(&args(&grown), Progress::Hidden, &mut Vec::new()).unwrap(), check::EXIT_BROKEN);
+    for p in [base, same, grown] {
+        let _ = std::fs::remove_file(p);
+    }
+}
