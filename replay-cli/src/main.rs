@@ -49,6 +49,21 @@ enum Command {
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
+    /// One self-contained HTML page to explore the log in a browser: the timeline,
+    /// a treemap and a sortable, filterable table of the context tree, leaks, top
+    /// allocation sites and the summary. Loads nothing from the network.
+    Report {
+        #[command(flatten)]
+        args: ReportArgs,
+        /// The HTML file to write.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Nodes of the context tree kept in the page; the rest of each context's
+        /// children are folded into one "elided" node that keeps the totals.
+        #[arg(long, value_name = "N", default_value_t = report::html::DEFAULT_MAX_NODES as u64,
+              value_parser = clap::value_parser!(u64).range(2..))]
+        max_nodes: u64,
+    },
 }
 
 fn init_tracing(verbose: u8) {
@@ -78,6 +93,9 @@ fn main() -> ExitCode {
         Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
+        Command::Report { args, output, max_nodes } => {
+            report::run_html(&args, &output, &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) }, Progress::Auto)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
