@@ -149,7 +149,14 @@ pub fn run_html(
         return Err(write_error(std::io::Error::other("it is a directory")));
     }
     let file = std::fs::File::create(output).map_err(write_error)?;
-    let mut loaded = load(args, progress)?;
+    let mut loaded = match load(args, progress) {
+        Ok(l) => l,
+        Err(e) => {
+            drop(file);
+            let _ = std::fs::remove_file(output);
+            return Err(e);
+        }
+    };
     loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
     let start = Instant::now();
     let report = html::build(&loaded, opts);
