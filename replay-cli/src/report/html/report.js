@@ -787,7 +787,7 @@
   function renderTable() {
     const table = $('tree-table');
     const cols = columns();
-    if (!cols.some((c) => c.key === view.sort.key)) view.sort = { key: 'g0_bytes', dir: -1 };
+    if (view.sort.key !== 'name' && !cols.some((c) => c.key === view.sort.key)) view.sort = { key: 'g0_bytes', dir: -1 };
     const thead = table.tHead;
     thead.replaceChildren();
     const r1 = h('tr', null, h('th', { class: 'l', rowspan: 2 }, ''));
@@ -810,7 +810,7 @@
     const rows = rowData();
     tableRows = rows;
     const col = cols.find((c) => c.key === view.sort.key);
-    const key = view.sort.key === 'name' ? null : col.get;
+    const key = col ? col.get : null;
     const cmp = (a, b) => {
       if (T.nodes.elided[a] !== T.nodes.elided[b]) return T.nodes.elided[a] ? 1 : -1; // elided rows last
       if (!key) return view.sort.dir * fullName(a).localeCompare(fullName(b));
