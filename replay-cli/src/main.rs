@@ -93,9 +93,12 @@ fn main() -> ExitCode {
         Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
-        Command::Report { args, output, max_nodes } => {
-            report::run_html(&args, &output, &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) }, Progress::Auto)
-        }
+        Command::Report { args, output, max_nodes } => report::run_html(
+            &args,
+            &output,
+            &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) },
+            Progress::Auto,
+        ),
     };
     match result {
         Ok(code) => ExitCode::from(code),

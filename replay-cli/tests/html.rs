@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use memreplay_format::{header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR};
+use memreplay_format::{
+    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR,
+};
 use serde_json::Value;
 
 fn cli(args: &[&str]) -> Output {
@@ -101,7 +103,14 @@ fn write_log(name: &str) -> PathBuf {
                 live.push((HEAP, addr));
                 addr += size.next_multiple_of(64);
                 if a % 3 == 0 {
-                    main.push(&Event::Alloc { seq: next(), domain: VRAM, addr, size: size * 16, align_log2: 8, stack: 1 });
+                    main.push(&Event::Alloc {
+                        seq: next(),
+                        domain: VRAM,
+                        addr,
+                        size: size * 16,
+                        align_log2: 8,
+                        stack: 1,
+                    });
                     live.push((VRAM, addr));
                     addr += (size * 16).next_multiple_of(64);
                 }
@@ -194,7 +203,12 @@ fn page_tree(data: &Value) -> PageTree {
         paths[n] = if p == 0 { own } else { format!("{}/{own}", paths[p]) };
     }
     let elided = nodes["elided"].as_array().unwrap().iter().map(u).collect();
-    let inc = t["own"].as_array().unwrap().iter().map(|d| d.as_array().unwrap().iter().map(|p| inclusive(&parent, p)).collect()).collect();
+    let inc = t["own"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_array().unwrap().iter().map(|p| inclusive(&parent, p)).collect())
+        .collect();
     let total = t["total"].as_array().unwrap().iter().map(|d| inclusive(&parent, d)).collect();
     PageTree { paths, elided, inc, total }
 }
@@ -219,8 +233,12 @@ fn tree_nodes(domain: &Value) -> HashMap<String, (u64, u64, u64, Option<u64>)> {
 /// at the peak, at a label and in all; the root (and so every total) is exact.
 fn check_against_tree(log: &str, data: &Value) {
     let page = page_tree(data);
-    let names: Vec<String> =
-        data["summary"]["domains"].as_array().unwrap().iter().map(|d| d["domain"]["name"].as_str().unwrap().to_owned()).collect();
+    let names: Vec<String> = data["summary"]["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["domain"]["name"].as_str().unwrap().to_owned())
+        .collect();
     let points = data["tree"]["points"].as_array().unwrap();
     let tree_end: Value = serde_json::from_str(&ok(&["tree", log, "--json"])).unwrap();
     let tree_label: Value = serde_json::from_str(&ok(&["tree", log, "--json", "--at", "loaded"])).unwrap();
@@ -235,7 +253,11 @@ fn check_against_tree(log: &str, data: &Value) {
         let end = tree_nodes(&end);
         let label = find(&tree_label).map(|d| tree_nodes(&d)).unwrap_or_default();
         let summary = &data["summary"]["domains"][di];
-        assert_eq!(page.inc[di][0][0], (u(&summary["live"]["bytes"]), u(&summary["live"]["count"])), "{name} at the end");
+        assert_eq!(
+            page.inc[di][0][0],
+            (u(&summary["live"]["bytes"]), u(&summary["live"]["count"])),
+            "{name} at the end"
+        );
         assert_eq!(page.inc[di][1][0].0, u(&summary["peak"]["bytes"]), "{name} at the peak");
         assert_eq!(page.total[di][0], (u(&summary["total"]["bytes"]), u(&summary["total"]["count"])), "{name} in all");
         for n in 0..page.paths.len() {
@@ -274,7 +296,11 @@ fn cut_tree_keeps_every_total() {
         let elided: Vec<u64> = t["nodes"]["elided"].as_array().unwrap().iter().map(u).collect();
         let folded: u64 = elided.iter().sum();
         assert_eq!(folded, u(&t["elided_contexts"]));
-        assert_eq!(folded + elided.iter().skip(1).filter(|&&e| e == 0).count() as u64, contexts, "every context is kept or folded");
+        assert_eq!(
+            folded + elided.iter().skip(1).filter(|&&e| e == 0).count() as u64,
+            contexts,
+            "every context is kept or folded"
+        );
         assert!(folded > 0);
         // Each elided node is the last child of its parent, one per parent.
         let parent: Vec<i64> = t["nodes"]["parent"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
@@ -354,6 +380,9 @@ fn bad_output_paths_fail_cleanly() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!out.exists());
     // Too small a node budget, and a missing -o, are usage errors.
-    assert_eq!(cli(&["report", log, "-o", temp("x.html").to_str().unwrap(), "--max-nodes", "1"]).status.code(), Some(2));
+    assert_eq!(
+        cli(&["report", log, "-o", temp("x.html").to_str().unwrap(), "--max-nodes", "1"]).status.code(),
+        Some(2)
+    );
     assert_eq!(cli(&["report", log]).status.code(), Some(2));
 }

@@ -61,7 +61,8 @@ fn the_demos_island_agrees_with_summarize() {
     let points = data["tree"]["points"].as_array().unwrap();
     assert_eq!(points[0]["kind"], "end");
     assert_eq!(points[1]["kind"], "peak");
-    let labels: Vec<&str> = points.iter().filter(|p| p["kind"] == "label").map(|p| p["name"].as_str().unwrap()).collect();
+    let labels: Vec<&str> =
+        points.iter().filter(|p| p["kind"] == "label").map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(labels, memreplay_demo::LABELS);
     for (i, d) in summary["domains"].as_array().unwrap().iter().enumerate() {
         let name = d["domain"]["name"].as_str().unwrap();

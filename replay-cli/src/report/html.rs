@@ -413,9 +413,10 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
         }
     }
     // Instances of folded contexts go to their elided node.
-    for id in 1..n {
-        if shown[id] && !matches!(cut.order[cut.out_of[id]], Out::Kept(k) if k as usize == id) {
-            nodes.instances[cut.out_of[id]] += state.nodes[id].instances;
+    for (id, node) in state.nodes.iter().enumerate().skip(1) {
+        let o = cut.out_of[id];
+        if shown[id] && matches!(cut.order[o], Out::Elided(_)) {
+            nodes.instances[o] += node.instances;
         }
     }
 
@@ -527,7 +528,8 @@ fn cut_tree(
     let mut level = vec![0u32; n];
     // Shown children not kept, per node.
     let mut left_out = vec![0usize; n];
-    let eligible = |node: usize, level: u32| shown[node] && depth.is_none_or(|d| level <= d) && weight[node] >= min_bytes;
+    let eligible =
+        |node: usize, level: u32| shown[node] && depth.is_none_or(|d| level <= d) && weight[node] >= min_bytes;
     let mut order = vec![Out::Kept(ROOT)];
     kept[ROOT as usize] = true;
     let mut elided_parents = 0usize;
@@ -707,10 +709,8 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
 /// bytes (a domain that only saw frees has a flat zero series).
 fn timeline_domains(state: &ReplayState) -> Vec<Option<u32>> {
     let tl = state.timeline();
-    let series: Vec<(u64, u64)> = (0..)
-        .map_while(|i| tl.domain(i))
-        .map(|s| (s.buckets().map(|b| b.high).max().unwrap_or(0), s.now()))
-        .collect();
+    let series: Vec<(u64, u64)> =
+        (0..).map_while(|i| tl.domain(i)).map(|s| (s.buckets().map(|b| b.high).max().unwrap_or(0), s.now())).collect();
     let mut out = vec![None; series.len()];
     let mut i = 0;
     for d in state.domains() {

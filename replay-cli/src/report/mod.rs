@@ -163,7 +163,9 @@ pub fn run_html(
     let text = if args.json { to_json(&report) } else { html::render(&report) };
     tracing::debug!("built the HTML report ({} bytes) in {:.3} s", text.len(), start.elapsed().as_secs_f64());
     let mut w = std::io::BufWriter::new(file);
-    std::io::Write::write_all(&mut w, text.as_bytes()).and_then(|()| std::io::Write::flush(&mut w)).map_err(write_error)?;
+    std::io::Write::write_all(&mut w, text.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut w))
+        .map_err(write_error)?;
     Ok(0)
 }
 
