@@ -671,8 +671,13 @@
       if (own > 0) items.push({ v: own, node: -1 });
       items.sort((a, b) => b.v - a.v);
       for (const r of squarify(items, x0, y0, w, hgt)) {
-        if (r.item.node < 0) continue;
-        drawNode(r.item.node, r.x, r.y, r.w, r.h);
+        if (r.item.node >= 0) { drawNode(r.item.node, r.x, r.y, r.w, r.h); continue; }
+        // The context's own allocations (the root's: outside any context).
+        if (r.w < 2 || r.h < 2) continue;
+        const own = s('rect', { class: 'tm-own', x: r.x.toFixed(1), y: r.y.toFixed(1), width: r.w.toFixed(1), height: r.h.toFixed(1) });
+        own.append(s('title', null, (node === 0 ? '(no context)' : fullName(node) + ': own allocations') + ', ' + bytes(r.item.v)));
+        layer.append(own);
+        if (r.w > 60 && r.h > 16) layer.append(s('text', { class: 'sub', x: r.x + 4, y: r.y + 12 }, (node === 0 ? '(no context) ' : 'own ') + bytes(r.item.v)));
       }
     };
     const drawNode = (node, x0, y0, w, hgt) => {
