@@ -504,7 +504,8 @@
   function setRange(t0, t1) {
     view.range = { t0, t1 };
     let p = lastPointAtOrBefore(t1);
-    if (p < 0) p = 0;
+    view.after = p < 0;
+    if (p < 0) p = timePoints().find(({ p: q }) => q.time_ns > t1).i; // the end at the latest
     view.point = p;
     view.base = lastPointAtOrBefore(t0);
     syncRangeSelects();
@@ -589,9 +590,8 @@
     const note = $('view-note');
     let text = 'Figures ' + (T.points[view.point].kind === 'peak' ? "at each domain's own peak" : 'at ' + pointName(view.point)) + '.';
     if (view.range) {
-      const pt = T.points[view.point];
       text = 'Range ' + ms(view.range.t0) + ' → ' + ms(view.range.t1) + ': the context tree is known at labels and at the end, so the treemap and table show it at ' + pointName(view.point) +
-        ', the last such point at or before the range end' + (pt.time_ns < view.range.t1 && pt.kind !== 'end' ? '' : '') +
+        (view.after ? ', the first such point after the range (none is at or before its end)' : ', the last such point at or before the range end') +
         '; the Δ column is the change since ' + pointName(view.base) + (view.base === view.point ? ' (no label inside the range: no change can be told)' : '') + '.';
     }
     if (T.elided_contexts > 0) text += ' The tree is cut to ' + count(T.max_nodes) + ' nodes: ' + count(T.elided_contexts) + ' of ' + count(T.contexts) + ' contexts are folded into "… more contexts" rows that keep the totals.';
