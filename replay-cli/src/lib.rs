@@ -10,7 +10,8 @@
 //!   or JSON ([`info::Info::to_json`]);
 //! - [`replay::replay`] replays a log into a [`replay::ReplayState`] (the engine);
 //! - [`report`] builds the reports on it (`summarize`, `tree`, `leaks`, `efficiency`,
-//!   `instances`, `diff`), each printable as text or JSON (schema: `JSON.md`);
+//!   `instances`, `diff`), each printable as text or JSON (schema: `JSON.md`), and the HTML
+//!   page ([`report::html`], `replay-cli report`);
 //! - [`check`] holds a log to a memory budget (`BUDGET.md`) for CI.
 
 pub mod check;
@@ -32,6 +33,8 @@ pub enum CliError {
     Open { path: PathBuf, error: FormatError },
     /// The report could not be written (e.g. stdout closed).
     Output(std::io::Error),
+    /// A report file could not be created or written.
+    Write { path: PathBuf, error: std::io::Error },
     /// An option names something the log does not have (a domain, thread, label or
     /// frame), or does not apply to the command.
     Usage(String),
@@ -45,6 +48,7 @@ impl std::fmt::Display for CliError {
             }
             CliError::Open { path, error } => write!(f, "{}: {error}", path.display()),
             CliError::Output(e) => write!(f, "cannot write the report: {e}"),
+            CliError::Write { path, error } => write!(f, "cannot write {}: {error}", path.display()),
             CliError::Usage(what) => write!(f, "{what}"),
         }
     }

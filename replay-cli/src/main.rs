@@ -66,6 +66,21 @@ enum Command {
     /// The replayed log for other tools: JSON (the whole tree and the series over time),
     /// CSV (one row per context path), or a Chrome/Perfetto trace (counters and labels).
     Export(ExportArgs),
+    /// One self-contained HTML page to explore the log in a browser: the timeline,
+    /// a treemap and a sortable, filterable table of the context tree, leaks, top
+    /// allocation sites and the summary. Loads nothing from the network.
+    Report {
+        #[command(flatten)]
+        args: ReportArgs,
+        /// The HTML file to write.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Nodes of the context tree kept in the page; the rest of each context's
+        /// children are folded into one "elided" node that keeps the totals.
+        #[arg(long, value_name = "N", default_value_t = report::html::DEFAULT_MAX_NODES as u64,
+              value_parser = clap::value_parser!(u64).range(2..))]
+        max_nodes: u64,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -135,6 +150,12 @@ fn main() -> ExitCode {
             report::run_timeline(&t.report, chart, t.format, &t.output, Progress::Auto, out)
         }
         Command::Export(e) => report::run_export(&e.report, e.format, e.output.as_deref(), Progress::Auto, out),
+        Command::Report { args, output, max_nodes } => report::run_html(
+            &args,
+            &output,
+            &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) },
+            Progress::Auto,
+        ),
     };
     match result {
         Ok(code) => ExitCode::from(code),

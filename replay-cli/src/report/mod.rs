@@ -1,5 +1,5 @@
 //! The reports: `summarize`, `tree`, `leaks`, `efficiency`, `instances` and `diff`; the
-//! `timeline` chart and the `export` formats.
+//! `timeline` chart, the `export` formats and the HTML page (`report`, [`html`]).
 //!
 //! Each report module builds a serializable struct from the replayed state ([`Loaded`])
 //! and renders it as text; `--json` prints the same struct (schema in `JSON.md`).
@@ -10,6 +10,7 @@ pub mod diff;
 pub mod efficiency;
 pub mod export;
 pub mod figures;
+pub mod html;
 pub mod instances;
 pub mod leaks;
 pub mod observed;
@@ -254,6 +255,40 @@ pub fn run_export(
         }
     };
     write_output(output, text.as_bytes(), out)?;
+    Ok(0)
+}
+
+/// `replay-cli report`: replays the log of `args` and writes the HTML page to `output`
+/// (with `args.json`, the page's data island as JSON instead). Returns the exit status
+/// (0). The output file is created before the replay, so a bad path fails at once.
+pub fn run_html(
+    args: &ReportArgs,
+    output: &std::path::Path,
+    opts: &html::HtmlOptions,
+    progress: Progress,
+) -> Result<u8, CliError> {
+    let write_error = |error| CliError::Write { path: output.to_owned(), error };
+    if output.is_dir() {
+        return Err(write_error(std::io::Error::other("it is a directory")));
+    }
+    let file = std::fs::File::create(output).map_err(write_error)?;
+    let mut loaded = match load(args, progress) {
+        Ok(l) => l,
+        Err(e) => {
+            drop(file);
+            let _ = std::fs::remove_file(output);
+            return Err(e);
+        }
+    };
+    loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
+    let start = Instant::now();
+    let report = html::build(&loaded, opts);
+    let text = if args.json { to_json(&report) } else { html::render(&report) };
+    tracing::debug!("built the HTML report ({} bytes) in {:.3} s", text.len(), start.elapsed().as_secs_f64());
+    let mut w = std::io::BufWriter::new(file);
+    std::io::Write::write_all(&mut w, text.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut w))
+        .map_err(write_error)?;
     Ok(0)
 }
 

@@ -1,0 +1,699 @@
+//! `report`: one self-contained HTML page to explore a log: the timeline (memory over
+//! time per domain, process memory, labels, peaks), a treemap and an expandable table of
+//! the context tree at the end, at each domain's peak or at a label, leaks, top
+//! allocation sites and the summary figures.
+//!
+//! The page is `html/page.html` with `html/report.css` and `html/report.js` inlined, plus
+//! one JSON data island (`<script type="application/json" id="report-data">`) built
+//! here: [`HtmlReport`]. The page loads nothing from the network and reads no data but
+//! the island. Every `<` in the island is written `\u003c`, so no string of the log
+//! (a context named `</script>`) can end the script element.
+//!
+//! Big logs stay usable: the timeline is the replay's bounded series (at most 1025
+//! buckets each, low/high/last, so the peak is never lost), and the context tree is cut
+//! to [`DEFAULT_MAX_NODES`] nodes (`--max-nodes`): the contexts that held or allocated
+//! most are kept, the rest of each kept context's children are folded into one
+//! "elided" node whose figures are the sum of theirs, so every total stays exact.
+
+use std::collections::BinaryHeap;
+
+use serde::Serialize;
+
+use memreplay_format::DomainKind;
+
+use crate::replay::state::{FxMap, Held, NodeId, ROOT};
+use crate::replay::timeline::Bucket;
+use crate::replay::ReplayState;
+
+use super::leaks::{self, Leaks};
+use super::select::{held_now, Point};
+use super::summarize::{self, Summary};
+use super::{Loaded, SCHEMA_VERSION};
+
+/// Nodes of the context tree kept in the page unless `--max-nodes` says otherwise.
+pub const DEFAULT_MAX_NODES: usize = 5000;
+/// Rows of the leak and site lists unless `--limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 25;
+/// Labels at which the page has the whole tree's figures (evenly picked past this).
+pub const MAX_LABEL_POINTS: usize = 64;
+/// Frame starts given to the page for its frame axis (every k-th past this).
+pub const MAX_FRAMES: usize = 16384;
+
+const PAGE: &str = include_str!("html/page.html");
+const CSS: &str = include_str!("html/report.css");
+const JS: &str = include_str!("html/report.js");
+
+/// Everything the page shows: the data island.
+#[derive(Debug, Clone, Serialize)]
+pub struct HtmlReport {
+    pub schema_version: u32,
+    /// `"html"`.
+    pub report: &'static str,
+    /// `replay-cli 0.1.0`.
+    pub generator: String,
+    /// The `summarize` report of the same log and options (capture facts, integrity,
+    /// anomalies, domains, top contexts, instances, efficiency, temporaries, sites,
+    /// process memory). `summary.domains[i]` is domain index `i` everywhere below.
+    pub summary: Summary,
+    /// The `leaks` report.
+    pub leaks: Leaks,
+    /// Per domain index: `cpu` (heap and other CPU-side kinds), `gpu` or `pool`
+    /// (within another domain), for the table's heap and VRAM columns.
+    pub domain_groups: Vec<&'static str>,
+    pub timeline: TimelineData,
+    pub tree: TreeData,
+    /// Index in `tree.points` the views open at (`--at`, else the end).
+    pub initial_point: usize,
+}
+
+/// Memory over time.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineData {
+    /// Bucket edges in ns since the start: bucket `i` covers `edges_ns[i]..edges_ns[i+1]`
+    /// (the last edge is the end of the recording).
+    pub edges_ns: Vec<u64>,
+    /// One series per domain that allocated.
+    pub domains: Vec<SeriesData>,
+    /// Per top-level context and domain (`node` null: "other contexts", past the
+    /// replay's cap per domain). No `low`.
+    pub contexts: Vec<SeriesData>,
+    pub process: Option<ProcessData>,
+    pub labels: Vec<LabelData>,
+    pub frames: FramesData,
+}
+
+/// Live bytes over time: per bucket the lowest, highest and last value.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesData {
+    /// Domain index.
+    pub domain: usize,
+    /// Node index in `tree.nodes` (top-level contexts only; null when not kept).
+    pub node: Option<usize>,
+    /// `Level:Forest`, `(no context)`, `(other contexts)`; the domain's name for a
+    /// domain series.
+    pub name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub low: Vec<u64>,
+    pub high: Vec<u64>,
+    pub last: Vec<u64>,
+}
+
+/// What the OS saw of the process (the recorder's samples, thinned by the replay).
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessData {
+    pub time_ns: Vec<u64>,
+    pub resident: Vec<u64>,
+    /// 0 where the OS did not tell.
+    pub committed: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelData {
+    pub name: String,
+    pub time_ns: u64,
+    pub seq: u64,
+    pub frame: Option<u64>,
+    /// Its index in `tree.points`, when the page has the tree's figures there.
+    pub point: Option<usize>,
+}
+
+/// Frame starts (every `stride`-th when there are more than [`MAX_FRAMES`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct FramesData {
+    pub stride: usize,
+    pub count: usize,
+    pub frame: Vec<u64>,
+    pub time_ns: Vec<u64>,
+}
+
+/// The context tree, cut to a node budget. Nodes are in an order where a parent comes
+/// before its children; node 0 is the root (allocations outside any context).
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeData {
+    pub max_nodes: usize,
+    /// Contexts of the log that hold or allocated anything under the filters.
+    pub contexts: u64,
+    /// Of those, folded into elided nodes.
+    pub elided_contexts: u64,
+    /// Context type names; `nodes.type` indexes this (`""`: the root and elided nodes).
+    pub types: Vec<String>,
+    pub nodes: Nodes,
+    /// Where figures are known for the whole tree: the end, each domain's peak, labels
+    /// and the `--at frame:N` start.
+    pub points: Vec<PointData>,
+    /// `own[domain][point]`: the nodes' own live bytes and counts there, as flat
+    /// triples `[node, bytes, count, node, bytes, count, ...]` (nodes holding nothing
+    /// left out). At the `peak` point, each domain's own peak.
+    pub own: Vec<Vec<Vec<u64>>>,
+    /// `total[domain]`: own bytes and counts allocated over the whole recording, as
+    /// triples.
+    pub total: Vec<Vec<u64>>,
+    /// `usage[point]`: own containers' used bytes and capacity (every domain; only heap
+    /// allocations report usage), as triples `[node, used, capacity, ...]`.
+    pub usage: Vec<Vec<u64>>,
+}
+
+/// The nodes, column by column.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Nodes {
+    pub parent: Vec<i64>,
+    #[serde(rename = "type")]
+    pub ty: Vec<usize>,
+    pub name: Vec<String>,
+    /// Entries flagged as instances (summed over the folded contexts of an elided node).
+    pub instances: Vec<u64>,
+    /// 0, or the number of contexts an elided node stands for.
+    pub elided: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PointData {
+    /// `end`, `peak`, `label` or `frame`.
+    pub kind: &'static str,
+    /// `at the end`, `at each domain's peak`, the label's name, `frame 10`.
+    pub name: String,
+    /// Null for `peak` (each domain has its own time: `summary.domains[i].peak`).
+    pub time_ns: Option<u64>,
+    pub frame: Option<u64>,
+    /// Index in `timeline.labels`.
+    pub label: Option<usize>,
+}
+
+/// Options of the page beyond the shared report options.
+#[derive(Debug, Clone, Copy)]
+pub struct HtmlOptions {
+    pub max_nodes: usize,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> Self {
+        HtmlOptions { max_nodes: DEFAULT_MAX_NODES }
+    }
+}
+
+/// Builds the data of the page. `l.sel.limit` cuts the lists (leaks, sites, ...).
+pub fn build(l: &Loaded, opts: &HtmlOptions) -> HtmlReport {
+    let state = l.state();
+    let summary = summarize::build(l);
+    let leaks = leaks::build(l);
+    let domain_groups = l.sel.domains.iter().map(|&d| group(state, d)).collect();
+    let (tree, out_of, label_points, initial_point) = tree(l, opts);
+    let timeline = timeline(l, &out_of, &label_points);
+    HtmlReport {
+        schema_version: SCHEMA_VERSION,
+        report: "html",
+        generator: format!("replay-cli {}", env!("CARGO_PKG_VERSION")),
+        summary,
+        leaks,
+        domain_groups,
+        timeline,
+        tree,
+        initial_point,
+    }
+}
+
+fn group(state: &ReplayState, domain: u32) -> &'static str {
+    if !state.is_top_level_domain(domain) {
+        return "pool";
+    }
+    match state.domain_info.get(&domain).map(|d| d.kind) {
+        Some(DomainKind::GpuLocal | DomainKind::GpuShared) => "gpu",
+        _ => "cpu",
+    }
+}
+
+/// The data island as it goes in the page: JSON with every `<` escaped.
+pub fn data_island(report: &HtmlReport) -> String {
+    let json = serde_json::to_string(report).expect("the report serializes");
+    escape_island(&json)
+}
+
+/// `<` only occurs inside JSON strings, where `\u003c` means the same character: the
+/// island can then hold no `</script>`, `<!--` or `<script`.
+pub fn escape_island(json: &str) -> String {
+    json.replace('<', "\\u003c")
+}
+
+/// The whole page.
+pub fn render(report: &HtmlReport) -> String {
+    let island = data_island(report);
+    let mut page = String::with_capacity(PAGE.len() + CSS.len() + JS.len() + island.len());
+    // Split on the placeholders once; the inserted texts are never searched again.
+    let (head, rest) = PAGE.split_once("/*@CSS@*/").expect("page.html has the CSS placeholder");
+    let (mid, rest) = rest.split_once("@DATA@").expect("page.html has the data placeholder");
+    let (mid2, tail) = rest.split_once("/*@JS@*/").expect("page.html has the JS placeholder");
+    page.push_str(head);
+    page.push_str(CSS);
+    page.push_str(mid);
+    page.push_str(&island);
+    page.push_str(mid2);
+    page.push_str(JS);
+    page.push_str(tail);
+    page
+}
+
+// ---------------------------------------------------------------------------------------
+// The context tree
+// ---------------------------------------------------------------------------------------
+
+/// Own figures of the selected slots at one point, by (domain index, node).
+type Own = FxMap<(usize, NodeId), Held>;
+
+/// Builds the tree data; also returns the output node of every state node (folded
+/// ones: their elided node), the tree point of each label (by label index) and the
+/// initial point.
+fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usize>>, usize) {
+    let state = l.state();
+    let sel = &l.sel;
+    let n = state.nodes.len();
+    let dom_index: FxMap<u32, usize> = sel.domains.iter().enumerate().map(|(i, &d)| (d, i)).collect();
+    let nd = sel.domains.len();
+    // The selected slots, with their domain index.
+    let slots: Vec<(u32, usize)> = state
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| sel.thread.is_none_or(|t| t == s.thread))
+        .filter_map(|(i, s)| dom_index.get(&s.domain).map(|&d| (i as u32, d)))
+        .collect();
+
+    // The points: the end, the peak, labels (at most MAX_LABEL_POINTS), the frame.
+    let mut points = vec![
+        PointData { kind: "end", name: "at the end".into(), time_ns: Some(end_ns(l)), frame: None, label: None },
+        PointData { kind: "peak", name: "at each domain's peak".into(), time_ns: None, frame: None, label: None },
+    ];
+    let wanted_label = match sel.point {
+        Point::Label(i) => Some(i),
+        _ => None,
+    };
+    let mut label_points = vec![None; state.labels.len()];
+    for i in pick_labels(state.labels.len(), wanted_label) {
+        let m = &state.labels[i];
+        label_points[i] = Some(points.len());
+        points.push(PointData {
+            kind: "label",
+            name: state.string(m.name),
+            time_ns: Some(l.ns(m.time_ns)),
+            frame: m.frame,
+            label: Some(i),
+        });
+    }
+    let mut initial = wanted_label.and_then(|i| label_points[i]).unwrap_or(0);
+    if let (Point::Frame(f), Some(m)) = (&sel.point, &state.frame_snapshot) {
+        initial = points.len();
+        points.push(PointData {
+            kind: "frame",
+            name: format!("frame {f}"),
+            time_ns: Some(l.ns(m.time_ns)),
+            frame: Some(*f),
+            label: None,
+        });
+    }
+
+    // Own figures at each point.
+    let mut own: Vec<Own> = Vec::with_capacity(points.len());
+    for p in &points {
+        let mut map = Own::default();
+        let mut put = |slot: u32, d: usize, h: Held| {
+            if h.count > 0 || h.bytes > 0 || h.usage_capacity > 0 {
+                map.entry((d, state.slots[slot as usize].node)).or_default().add(&h);
+            }
+        };
+        match p.kind {
+            "end" => slots.iter().for_each(|&(s, d)| put(s, d, held_now(state, s))),
+            "peak" => slots.iter().for_each(|&(s, d)| put(s, d, state.held_at_peak(s))),
+            _ => {
+                let marker = match p.label {
+                    Some(i) => &state.labels[i],
+                    None => state.frame_snapshot.as_ref().expect("a frame point has its snapshot"),
+                };
+                let selected: FxMap<u32, usize> = slots.iter().copied().collect();
+                for (s, h) in state.held_at(marker) {
+                    if let Some(&d) = selected.get(&s) {
+                        put(s, d, h);
+                    }
+                }
+            }
+        }
+        own.push(map);
+    }
+    let mut total = FxMap::<(usize, NodeId), (u64, u64)>::default();
+    for &(s, d) in &slots {
+        let f = &state.slots[s as usize].now;
+        if f.total_count > 0 {
+            let t = total.entry((d, state.slots[s as usize].node)).or_default();
+            t.0 += f.total_bytes;
+            t.1 += f.total_count;
+        }
+    }
+
+    // How much each node matters: the most it held inclusively at any point in any
+    // domain, or allocated in all. Nodes with nothing anywhere are not shown.
+    let mut weight = vec![0u64; n];
+    let mut shown = vec![false; n];
+    let mut inc = vec![0u64; n];
+    let mut any = vec![0u64; n];
+    let mut bump = |entries: &mut dyn Iterator<Item = (NodeId, u64, u64)>, weight: &mut [u64], shown: &mut [bool]| {
+        inc.iter_mut().for_each(|v| *v = 0);
+        any.iter_mut().for_each(|v| *v = 0);
+        for (node, bytes, count) in entries {
+            inc[node as usize] += bytes;
+            any[node as usize] += count.max(u64::from(bytes > 0));
+        }
+        for node in (1..n).rev() {
+            let p = state.nodes[node].parent as usize;
+            inc[p] += inc[node];
+            any[p] += any[node];
+        }
+        for node in 0..n {
+            weight[node] = weight[node].max(inc[node]);
+            shown[node] |= any[node] > 0;
+        }
+    };
+    for d in 0..nd {
+        for o in &own {
+            let mut it = o.iter().filter(|((od, _), _)| *od == d).map(|(&(_, node), h)| (node, h.bytes, h.count));
+            bump(&mut it, &mut weight, &mut shown);
+        }
+        let mut it = total.iter().filter(|((od, _), _)| *od == d).map(|(&(_, node), t)| (node, t.0, t.1));
+        bump(&mut it, &mut weight, &mut shown);
+    }
+    shown[ROOT as usize] = true;
+
+    let cut = cut_tree(state, &weight, &shown, opts.max_nodes, sel.depth, sel.min_bytes);
+
+    // The output nodes.
+    let mut types: Vec<String> = vec![String::new()];
+    let mut type_index: FxMap<String, usize> = FxMap::default();
+    type_index.insert(String::new(), 0);
+    let mut nodes = Nodes::default();
+    for (i, node) in cut.order.iter().enumerate() {
+        match *node {
+            Out::Kept(id) => {
+                let parent = if id == ROOT { -1 } else { cut.out_of[state.nodes[id as usize].parent as usize] as i64 };
+                let (ty, name) = if id == ROOT { (String::new(), "(all)".into()) } else { state.node_label(id) };
+                let t = *type_index.entry(ty.clone()).or_insert_with(|| {
+                    types.push(ty);
+                    types.len() - 1
+                });
+                nodes.parent.push(parent);
+                nodes.ty.push(t);
+                nodes.name.push(name);
+                nodes.instances.push(state.nodes[id as usize].instances);
+                nodes.elided.push(0);
+            }
+            Out::Elided(parent) => {
+                let folded = cut.folded[i];
+                nodes.parent.push(cut.out_of[parent as usize] as i64);
+                nodes.ty.push(0);
+                nodes.name.push(format!("{folded} more {}", if folded == 1 { "context" } else { "contexts" }));
+                nodes.instances.push(0);
+                nodes.elided.push(folded);
+            }
+        }
+    }
+    // Instances of folded contexts go to their elided node.
+    for (id, node) in state.nodes.iter().enumerate().skip(1) {
+        let o = cut.out_of[id];
+        if shown[id] && matches!(cut.order[o], Out::Elided(_)) {
+            nodes.instances[o] += node.instances;
+        }
+    }
+
+    let m = cut.order.len();
+    let triples = |entries: &mut dyn Iterator<Item = (NodeId, u64, u64)>| -> Vec<u64> {
+        let mut sums = vec![(0u64, 0u64); m];
+        for (node, a, b) in entries {
+            let o = &mut sums[cut.out_of[node as usize]];
+            o.0 += a;
+            o.1 += b;
+        }
+        let mut flat = Vec::new();
+        for (i, (a, b)) in sums.into_iter().enumerate() {
+            if a > 0 || b > 0 {
+                flat.extend([i as u64, a, b]);
+            }
+        }
+        flat
+    };
+    let own_out: Vec<Vec<Vec<u64>>> = (0..nd)
+        .map(|d| {
+            own.iter()
+                .map(|o| {
+                    triples(
+                        &mut o.iter().filter(|((od, _), _)| *od == d).map(|(&(_, node), h)| (node, h.bytes, h.count)),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let total_out: Vec<Vec<u64>> = (0..nd)
+        .map(|d| triples(&mut total.iter().filter(|((od, _), _)| *od == d).map(|(&(_, node), t)| (node, t.0, t.1))))
+        .collect();
+    let usage_out: Vec<Vec<u64>> = own
+        .iter()
+        .map(|o| triples(&mut o.iter().map(|(&(_, node), h)| (node, h.used_bytes, h.usage_capacity))))
+        .collect();
+
+    let contexts = shown.iter().skip(1).filter(|&&s| s).count() as u64;
+    let tree = TreeData {
+        max_nodes: opts.max_nodes,
+        contexts,
+        elided_contexts: cut.folded.iter().sum(),
+        types,
+        nodes,
+        points,
+        own: own_out,
+        total: total_out,
+        usage: usage_out,
+    };
+    (tree, cut.out_of, label_points, initial)
+}
+
+/// The end of the recording, in ns.
+fn end_ns(l: &Loaded) -> u64 {
+    l.replay.report.end.map_or_else(|| l.ns(l.state().end_time_ns), |e| e.end_ns)
+}
+
+/// The labels that get the tree's figures: all, or `MAX_LABEL_POINTS` evenly spread
+/// (always with the one `--at` names).
+fn pick_labels(count: usize, wanted: Option<usize>) -> Vec<usize> {
+    let mut picked: Vec<usize> = if count <= MAX_LABEL_POINTS {
+        (0..count).collect()
+    } else {
+        (0..MAX_LABEL_POINTS).map(|k| k * (count - 1) / (MAX_LABEL_POINTS - 1)).collect()
+    };
+    if let Some(w) = wanted {
+        if !picked.contains(&w) {
+            picked.push(w);
+            picked.sort_unstable();
+        }
+    }
+    picked.dedup();
+    picked
+}
+
+/// An output node: a context of the log, or the elided rest of one's children.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    Kept(NodeId),
+    Elided(NodeId),
+}
+
+/// The tree cut to a budget.
+#[derive(Debug, Clone)]
+struct Cut {
+    /// Output nodes, parents before children.
+    order: Vec<Out>,
+    /// Per output node: how many shown contexts it stands for (elided nodes), else 0.
+    folded: Vec<u64>,
+    /// Per state node: its output node (a folded node: the elided node it went into).
+    out_of: Vec<usize>,
+}
+
+/// Keeps the heaviest contexts, parents first, while the kept nodes plus one elided node
+/// per kept parent with children left out fit in `max_nodes`. Children deeper than
+/// `depth` or lighter than `min_bytes` are always folded.
+fn cut_tree(
+    state: &ReplayState,
+    weight: &[u64],
+    shown: &[bool],
+    max_nodes: usize,
+    depth: Option<u32>,
+    min_bytes: u64,
+) -> Cut {
+    let n = state.nodes.len();
+    let max_nodes = max_nodes.max(2);
+    let mut kept = vec![false; n];
+    let mut level = vec![0u32; n];
+    // Shown children not kept, per node.
+    let mut left_out = vec![0usize; n];
+    let eligible =
+        |node: usize, level: u32| shown[node] && depth.is_none_or(|d| level <= d) && weight[node] >= min_bytes;
+    let mut order = vec![Out::Kept(ROOT)];
+    kept[ROOT as usize] = true;
+    let mut elided_parents = 0usize;
+    let mut frontier: BinaryHeap<(u64, std::cmp::Reverse<NodeId>)> = BinaryHeap::new();
+    let push_children = |node: NodeId,
+                         level: &mut [u32],
+                         left_out: &mut [usize],
+                         frontier: &mut BinaryHeap<(u64, std::cmp::Reverse<NodeId>)>| {
+        for &c in &state.nodes[node as usize].children {
+            level[c as usize] = level[node as usize] + 1;
+            if shown[c as usize] {
+                left_out[node as usize] += 1;
+                if eligible(c as usize, level[c as usize]) {
+                    frontier.push((weight[c as usize], std::cmp::Reverse(c)));
+                }
+            }
+        }
+    };
+    push_children(ROOT, &mut level, &mut left_out, &mut frontier);
+    if left_out[ROOT as usize] > 0 {
+        elided_parents += 1;
+    }
+    while let Some((_, std::cmp::Reverse(c))) = frontier.pop() {
+        let p = state.nodes[c as usize].parent as usize;
+        // Keeping `c`: its parent may have no child left out any more; `c` may have some.
+        let shown_kids = state.nodes[c as usize].children.iter().filter(|&&k| shown[k as usize]).count();
+        let after = order.len() + 1 + elided_parents - usize::from(left_out[p] == 1) + usize::from(shown_kids > 0);
+        if after > max_nodes {
+            break;
+        }
+        kept[c as usize] = true;
+        order.push(Out::Kept(c));
+        left_out[p] -= 1;
+        if left_out[p] == 0 {
+            elided_parents -= 1;
+        }
+        push_children(c, &mut level, &mut left_out, &mut frontier);
+        if left_out[c as usize] > 0 {
+            elided_parents += 1;
+        }
+    }
+    // Output indices: kept nodes in the order kept, then one elided node per kept parent
+    // with children left out (created as they are met, parents first).
+    let mut out_of = vec![usize::MAX; n];
+    for (i, o) in order.iter().enumerate() {
+        if let Out::Kept(id) = o {
+            out_of[*id as usize] = i;
+        }
+    }
+    let mut folded = vec![0u64; order.len()];
+    let mut elided_of: FxMap<NodeId, usize> = FxMap::default();
+    // Node ids are created after their parent's: ascending ids visit parents first.
+    for id in 1..n {
+        if kept[id] {
+            continue;
+        }
+        let p = state.nodes[id].parent;
+        // A node that never held or allocated anything (nor did any descendant) adds
+        // nothing: it goes wherever its parent went, without an elided node of its own.
+        let o = if kept[p as usize] && shown[id] {
+            *elided_of.entry(p).or_insert_with(|| {
+                order.push(Out::Elided(p));
+                folded.push(0);
+                order.len() - 1
+            })
+        } else {
+            out_of[p as usize]
+        };
+        out_of[id] = o;
+        if shown[id] {
+            folded[o] += 1;
+        }
+    }
+    Cut { order, folded, out_of }
+}
+
+// ---------------------------------------------------------------------------------------
+// The timeline
+// ---------------------------------------------------------------------------------------
+
+fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> TimelineData {
+    let state = l.state();
+    let sel = &l.sel;
+    let tl = state.timeline();
+    let n = tl.bucket_count();
+    let w = tl.bucket_ticks();
+    let end = end_ns(l);
+    let mut edges_ns: Vec<u64> = (0..n as u64).map(|i| l.ns(i * w)).collect();
+    edges_ns.push(end.max(edges_ns.last().copied().unwrap_or(0)));
+
+    let report_index = |id: u32| -> Option<usize> { sel.domains.iter().position(|&d| d == id) };
+    let split = |buckets: &mut dyn Iterator<Item = Bucket>, low: bool| {
+        let (mut lo, mut hi, mut last) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for b in buckets {
+            if low {
+                lo.push(b.low);
+            }
+            hi.push(b.high);
+            last.push(b.last);
+        }
+        (lo, hi, last)
+    };
+    // Series count every thread: with --thread they are left out (they are not kept per
+    // thread).
+    let per_thread = sel.thread.is_some();
+    let mut domains = Vec::new();
+    let mut contexts = Vec::new();
+    if !per_thread {
+        for d in state.domains() {
+            let Some(series) = tl.domain(d.id) else { continue };
+            let Some(di) = report_index(d.id) else { continue };
+            let (low, high, last) = split(&mut series.buckets(), true);
+            domains.push(SeriesData {
+                domain: di,
+                node: None,
+                name: state.domain_name(sel.domains[di]),
+                low,
+                high,
+                last,
+            });
+        }
+        for (key, series) in tl.contexts() {
+            let Some(di) = report_index(key.domain) else { continue };
+            let (_, high, last) = split(&mut series.buckets(), false);
+            if high.iter().all(|&v| v == 0) {
+                continue;
+            }
+            let (node, name) = match key.top {
+                Some(ROOT) => (Some(0), "(no context)".to_string()),
+                Some(top) => {
+                    let o = out_of.get(top as usize).copied().filter(|&o| o != usize::MAX);
+                    (o, crate::report::figures::short_name(state, top))
+                }
+                None => (None, "(other contexts)".to_string()),
+            };
+            contexts.push(SeriesData { domain: di, node, name, low: Vec::new(), high, last });
+        }
+    }
+
+    let pm = state.process_memory();
+    let process = (!pm.is_empty()).then(|| ProcessData {
+        time_ns: pm.samples().iter().map(|s| l.ns(s.time)).collect(),
+        resident: pm.samples().iter().map(|s| s.resident).collect(),
+        committed: pm.samples().iter().map(|s| s.committed).collect(),
+    });
+    let labels = state
+        .labels
+        .iter()
+        .enumerate()
+        .map(|(i, m)| LabelData {
+            name: state.string(m.name),
+            time_ns: l.ns(m.time_ns),
+            seq: m.seq,
+            frame: m.frame,
+            point: label_points.get(i).copied().flatten(),
+        })
+        .collect();
+    let stride = state.frames.len().div_ceil(MAX_FRAMES).max(1);
+    let kept_frames: Vec<_> = state.frames.iter().step_by(stride).collect();
+    let frames = FramesData {
+        stride,
+        count: state.frames.len(),
+        frame: kept_frames.iter().map(|f| f.frame).collect(),
+        time_ns: kept_frames.iter().map(|f| l.ns(f.time_ns)).collect(),
+    };
+    TimelineData { edges_ns, domains, contexts, process, labels, frames }
+}

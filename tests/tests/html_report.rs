@@ -1,0 +1,135 @@
+//! `replay-cli report` on the demo's log: the page's data island agrees with
+//! `summarize --json`, and the page works in a real headless Chromium (Debian's
+//! `chromium`, driven by `tests/browser/report.test.mjs` through playwright-core).
+//!
+//! The browser test is skipped, with a notice, when Chromium, node or the node modules
+//! are missing; `MEMREPLAY_BROWSER_TESTS=required` (set by `.ci/run`) makes that a
+//! failure. `MEMREPLAY_CHROMIUM` names another Chromium binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use memreplay_tests::{run_demo, temp_log};
+use replay_cli::report::{self, html, summarize, Progress, ReportArgs};
+use serde_json::Value;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
+
+/// Records the demo and writes its report; returns the page's path and its island.
+fn demo_report(name: &str) -> (PathBuf, PathBuf, Value) {
+    let log = temp_log(&format!("{name}.mrl"));
+    run_demo(DEMO, &[log.to_str().unwrap()]);
+    let page = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.html"));
+    let args = ReportArgs::new(&log);
+    report::run_html(&args, &page, &html::HtmlOptions::default(), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let text = std::fs::read_to_string(&page).unwrap();
+    let open = r#"<script type="application/json" id="report-data">"#;
+    let start = text.find(open).expect("the data island") + open.len();
+    let end = start + text[start..].find("</script>").unwrap();
+    let data: Value = serde_json::from_str(&text[start..end]).expect("the island parses as JSON");
+    (log, page, data)
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// Inclusive bytes and counts of the root from `[node, bytes, count, ...]` triples (every
+/// node's figures end up in the root).
+fn root_sum(triples: &Value) -> (u64, u64) {
+    let t = triples.as_array().unwrap();
+    t.chunks(3).fold((0, 0), |(b, c), x| (b + u(&x[1]), c + u(&x[2])))
+}
+
+#[test]
+fn the_demos_island_agrees_with_summarize() {
+    let (log, _, data) = demo_report("island");
+    let loaded = report::load(&ReportArgs::new(&log), Progress::Hidden).unwrap();
+    let summary: Value = serde_json::from_str(&report::to_json(&summarize::build(&loaded))).unwrap();
+    let page = &data["summary"];
+    // Same figures; only the lists are longer in the page (25 rows rather than 10).
+    for key in ["capture", "integrity", "anomalies", "domains", "total", "process_memory", "selection"] {
+        if key == "selection" {
+            assert_eq!(page[key]["at"], summary[key]["at"]);
+            continue;
+        }
+        assert_eq!(page[key], summary[key], "{key}");
+    }
+    assert!(data["summary"]["process_memory"].is_object(), "the demo samples process memory");
+
+    // The tree's figures add up to each domain's live, peak and allocated figures.
+    let points = data["tree"]["points"].as_array().unwrap();
+    assert_eq!(points[0]["kind"], "end");
+    assert_eq!(points[1]["kind"], "peak");
+    let labels: Vec<&str> =
+        points.iter().filter(|p| p["kind"] == "label").map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(labels, memreplay_demo::LABELS);
+    for (i, d) in summary["domains"].as_array().unwrap().iter().enumerate() {
+        let name = d["domain"]["name"].as_str().unwrap();
+        let own = &data["tree"]["own"][i];
+        assert_eq!(root_sum(&own[0]), (u(&d["live"]["bytes"]), u(&d["live"]["count"])), "{name} at the end");
+        assert_eq!(root_sum(&own[1]), (u(&d["peak"]["bytes"]), u(&d["peak"]["count"])), "{name} at its peak");
+        let total = root_sum(&data["tree"]["total"][i]);
+        assert_eq!(total, (u(&d["total"]["bytes"]), u(&d["total"]["count"])), "{name} in all");
+        // Its timeline series peaks at the domain's peak and ends at its live bytes.
+        if let Some(s) = data["timeline"]["domains"].as_array().unwrap().iter().find(|s| u(&s["domain"]) == i as u64) {
+            assert_eq!(s["high"].as_array().unwrap().iter().map(u).max(), Some(u(&d["peak"]["bytes"])), "{name}");
+            assert_eq!(s["last"].as_array().unwrap().last().map(u), Some(u(&d["live"]["bytes"])), "{name}");
+        } else {
+            assert_eq!(u(&d["total"]["count"]), 0, "{name} allocated, so it has a series");
+        }
+    }
+    // The demo's tree is far under the node budget: nothing is elided.
+    assert_eq!(data["tree"]["elided_contexts"], 0);
+    assert_eq!(data["timeline"]["labels"].as_array().unwrap().len(), memreplay_demo::LABELS.len());
+    assert_eq!(u(&data["timeline"]["frames"]["count"]), u(&summary["capture"]["frames"]));
+    // Leaks: the same as `leaks --json` (the demo's deliberate leak is in there).
+    let leaks: Value = serde_json::from_str(&report::to_json(&report::leaks::build(&loaded))).unwrap();
+    assert_eq!(data["leaks"]["total_bytes"], leaks["total_bytes"]);
+    assert_eq!(data["leaks"]["domains"], leaks["domains"]);
+}
+
+/// What the browser test needs, or why it cannot run.
+fn browser_setup() -> Result<(PathBuf, PathBuf), String> {
+    let chromium = PathBuf::from(std::env::var("MEMREPLAY_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
+    if !chromium.exists() {
+        return Err(format!("no Chromium at {} (apt-get install chromium)", chromium.display()));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    if !dir.join("node_modules/playwright-core/package.json").exists() {
+        return Err(format!("no node modules in {} (npm ci there)", dir.display()));
+    }
+    match Command::new("node").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok((chromium, dir)),
+        _ => Err("no node on the PATH".into()),
+    }
+}
+
+#[test]
+fn the_demos_report_works_in_chromium() {
+    let (chromium, dir) = match browser_setup() {
+        Ok(s) => s,
+        Err(why) => {
+            if std::env::var("MEMREPLAY_BROWSER_TESTS").is_ok_and(|v| v == "required") {
+                panic!("the browser test is required (MEMREPLAY_BROWSER_TESTS=required) but cannot run: {why}");
+            }
+            eprintln!("SKIPPED the_demos_report_works_in_chromium: {why}");
+            return;
+        }
+    };
+    let (_, page, _) = demo_report("browser");
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-report-demo.png");
+    let out = Command::new("node")
+        .arg(dir.join("report.test.mjs"))
+        .args(["check", page.to_str().unwrap(), shot.to_str().unwrap()])
+        .env("MEMREPLAY_CHROMIUM", &chromium)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the browser checks failed:\n{stdout}\n{stderr}");
+    let results: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("the results line");
+    assert!(shot.exists());
+    println!("report: {}\nscreenshot: {}\nresults: {results}", page.display(), shot.display());
+    eprintln!("screenshot of the demo's report: {}", shot.display());
+}
