@@ -19,6 +19,7 @@ pub mod info;
 pub mod replay;
 pub mod report;
 pub mod time;
+pub mod xml;
 
 use std::path::{Path, PathBuf};
 

@@ -245,7 +245,12 @@ impl Sim {
     fn heap_alloc(&mut self, t: usize, a: u32, b: u32) {
         let free = self.free_heap_addrs();
         if free.is_empty() {
-            return self.heap_free(t, a, b);
+            // Every address is live or held by a realloc in flight: free one instead, if
+            // any is live (with all of them held by reallocs, this step does nothing).
+            if !self.live_heap.is_empty() {
+                self.heap_free(t, a, b);
+            }
+            return;
         }
         let addr = free[a as usize % free.len()];
         let size = Self::size_for(self.max_size[&addr], b);

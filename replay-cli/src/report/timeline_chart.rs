@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use super::series::{SeriesData, TimelineData};
 use super::table::size;
 use crate::time::format_ms;
+use crate::xml::escape as esc;
 
 /// What the chart draws one line for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -381,23 +382,6 @@ fn nice_ceiling(v: u64) -> u64 {
     v.div_ceil(step) * step
 }
 
-/// XML text and attribute escaping.
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if (c as u32) < 0x20 && c != '\t' && c != '\n' => o.push('\u{fffd}'),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
 /// The chart rendered to a PNG, at the SVG's size. Text needs a system font (any of
 /// DejaVu Sans, Liberation Sans, Arial, Helvetica, Noto Sans); without one the image
 /// has no text, and the second value says so.
@@ -440,11 +424,5 @@ mod tests {
         assert_eq!(nice_ceiling(3 << 20), 3 << 20);
         assert_eq!(nice_ceiling(5_000_000), 5 << 20);
         assert_eq!(nice_ceiling(17_000_000), 20 << 20);
-    }
-
-    #[test]
-    fn escaping() {
-        assert_eq!(esc(r#"<a href="x">&'"#), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
-        assert_eq!(esc("a\u{1}b"), "a\u{fffd}b");
     }
 }
