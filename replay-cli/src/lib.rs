@@ -15,6 +15,7 @@
 pub mod info;
 pub mod replay;
 pub mod report;
+pub mod symbols;
 pub mod time;
 
 use std::path::{Path, PathBuf};

@@ -8,8 +8,10 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
+use clap::{Args, Parser, Subcommand};
+use replay_cli::report::callstacks::SymbolArgs;
+use replay_cli::report::{self, flame::FlameArgs, frees::FreesArgs, pprof::ExportArgs, top::TopArgs};
+use replay_cli::report::{Progress, ReportArgs, ReportKind};
 
 #[derive(Debug, Parser)]
 #[command(name = "replay-cli", version, about = "Reads memreplay logs (.mrl) and reports on them")]
@@ -41,14 +43,32 @@ enum Command {
     /// The context tree of each domain: inclusive and own bytes and counts, the peak,
     /// instances and bytes per instance, total allocated.
     Tree(ReportArgs),
-    /// Allocations live at the end, by context and by allocation callstack.
-    Leaks(ReportArgs),
+    /// Allocations live at the end, by context and by allocation callstack, with the
+    /// callstacks symbolicated.
+    Leaks(LeaksArgs),
     /// Used / capacity of the containers that report their usage: per context, per
     /// allocation site, and the worst containers.
     Efficiency(ReportArgs),
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
+    /// Allocation sites, symbolicated, by allocating function (or whole callstack with
+    /// --stacks), ranked by bytes at the peak, live, allocated, count or temporaries.
+    Top(TopArgs),
+    /// Where an allocation site's blocks were freed from (free callstacks), symbolicated.
+    Frees(FreesArgs),
+    /// A flame graph of the allocation callstacks (SVG), or folded stacks with --folded.
+    Flamegraph(FlameArgs),
+    /// Writes the allocation sites in another format: a gzipped pprof profile.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct LeaksArgs {
+    #[command(flatten)]
+    report: ReportArgs,
+    #[command(flatten)]
+    symbols: SymbolArgs,
 }
 
 fn init_tracing(verbose: u8) {
@@ -75,9 +95,13 @@ fn main() -> ExitCode {
         }
         Command::Summarize(args) => report::run(ReportKind::Summarize, &args, Progress::Auto, out),
         Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
-        Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
+        Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
+        Command::Top(args) => report::run_top(&args, Progress::Auto, out),
+        Command::Frees(args) => report::run_frees(&args, Progress::Auto, out),
+        Command::Flamegraph(args) => report::run_flamegraph(&args, Progress::Auto, out),
+        Command::Export(args) => report::run_export(&args, Progress::Auto, out),
     };
     match result {
         Ok(code) => ExitCode::from(code),
