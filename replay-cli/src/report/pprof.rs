@@ -241,6 +241,19 @@ pub fn encode(p: &proto::Profile) -> Vec<u8> {
     gz.finish().expect("writing to memory")
 }
 
+/// Reads a profile back: gunzips (when gzipped) and decodes `bytes` with the schema.
+pub fn decode(bytes: &[u8]) -> Result<proto::Profile, String> {
+    use std::io::Read as _;
+    let raw = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(bytes).read_to_end(&mut raw).map_err(|e| format!("not gzip: {e}"))?;
+        raw
+    } else {
+        bytes.to_vec()
+    };
+    proto::Profile::decode(raw.as_slice()).map_err(|e| format!("not a profile.proto: {e}"))
+}
+
 /// Interns strings, functions, locations and mappings.
 struct Builder {
     p: proto::Profile,

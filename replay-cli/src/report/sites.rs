@@ -224,9 +224,17 @@ pub fn collect(l: &Loaded, q: &SiteQuery) -> Result<Vec<SiteRow>, CliError> {
             out.entry(k).or_default().peak = Some(a);
         }
     }
+    let peak = q.metric == Metric::Peak;
     let mut rows: Vec<SiteRow> = out
         .into_iter()
-        .map(|((domain, stack, node), figures)| SiteRow { domain, stack, node, figures })
+        .map(|((domain, stack, node), mut figures)| {
+            // Held nothing at one of the points: zero there, not unknown.
+            figures.live.get_or_insert_with(Amount::default);
+            if peak {
+                figures.peak.get_or_insert_with(Amount::default);
+            }
+            SiteRow { domain, stack, node, figures }
+        })
         .filter(|r| !r.figures.is_empty())
         .collect();
     rows.sort_by_key(|r| (r.domain, r.stack, r.node));

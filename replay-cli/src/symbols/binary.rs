@@ -270,18 +270,33 @@ fn dwarf_context(obj: &object::File<'_>, data: &Arc<[u8]>) -> Option<addr2line::
         let Some(section) = obj.section_by_name(id.name()) else {
             return Ok(whole.range(0..0));
         };
-        let stored = section.compressed_file_range().ok().filter(|r| r.format == object::CompressionFormat::None);
-        if let Some(r) = stored {
-            let (start, len) = (r.offset as usize, r.uncompressed_size as usize);
-            if start.checked_add(len).is_some_and(|end| end <= data.len()) {
-                return Ok(whole.range(start..start + len));
-            }
+        let Ok(r) = section.compressed_file_range() else {
+            return Ok(whole.range(0..0));
+        };
+        let (start, len) = (r.offset as usize, r.compressed_size as usize);
+        if start.checked_add(len).is_none_or(|end| end > data.len()) {
+            return Ok(whole.range(0..0));
         }
-        let bytes: Cow<'_, [u8]> = section.uncompressed_data().unwrap_or(Cow::Borrowed(&[]));
-        Ok(gimli::EndianArcSlice::new(Arc::from(&*bytes), endian))
+        match r.format {
+            object::CompressionFormat::None => Ok(whole.range(start..start + len)),
+            object::CompressionFormat::Zlib => {
+                let bytes = inflate(&data[start..start + len], r.uncompressed_size).unwrap_or_default();
+                Ok(gimli::EndianArcSlice::new(Arc::from(bytes), endian))
+            }
+            // Zstandard (or unknown): read as missing.
+            _ => Ok(whole.range(0..0)),
+        }
     };
     let dwarf = gimli::Dwarf::load(load).ok()?;
     addr2line::Context::from_dwarf(dwarf).ok()
+}
+
+/// A zlib stream inflated, if it inflates to `size` bytes.
+fn inflate(compressed: &[u8], size: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut out = Vec::with_capacity(usize::try_from(size).ok()?.min(1 << 30));
+    flate2::read::ZlibDecoder::new(compressed).take(size).read_to_end(&mut out).ok()?;
+    (out.len() as u64 == size).then_some(out)
 }
 
 /// The function symbols of `obj` (its symbol table, else its dynamic one), by address.
