@@ -74,7 +74,7 @@ pub fn group_sites(
     let mut index: HashMap<String, usize> = HashMap::new();
     for (stack, figures) in rows {
         let site = syms.site(state, stack);
-        let key = if by_stack { site.stack_key() } else { site.function_key().to_owned() };
+        let key = if by_stack { site.stack_key() } else { site.function_key() };
         let w = weight(&figures);
         let i = *index.entry(key.clone()).or_insert_with(|| {
             groups.push(Group {

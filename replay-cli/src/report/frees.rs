@@ -131,7 +131,10 @@ pub fn build(l: &Loaded, args: &FreesArgs) -> Result<Frees, CliError> {
             let exact: Vec<usize> = candidates
                 .iter()
                 .copied()
-                .filter(|&i| syms.site(state, state.sites[i].stack).function_key() == want)
+                .filter(|&i| {
+                    let site = syms.site(state, state.sites[i].stack);
+                    site.function == want || site.function_key() == want
+                })
                 .collect();
             if exact.is_empty() {
                 candidates

@@ -118,6 +118,9 @@ pub struct SourceLine {
 /// One allocating function (or callstack) and its figures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TopRow {
+    /// What the row groups by: the allocating function's key (its name; a bare name with
+    /// its file) or the whole stack's key. The same in two recordings of one program.
+    pub key: String,
     /// The allocating function (`module+0xoffset` when unresolved).
     pub function: String,
     /// Where in it (of the callstack with most of the figure).
@@ -159,6 +162,7 @@ pub fn build(l: &Loaded, args: &TopArgs) -> Result<Top, CliError> {
         let rows: Vec<TopRow> = groups
             .into_iter()
             .map(|g| TopRow {
+                key: g.key,
                 function: g.site.function.clone(),
                 file: g.site.file.clone(),
                 line: g.site.line,

@@ -103,6 +103,13 @@ impl Binary {
                 }
             }
         }
+        // The outermost frame is the function the address is in: the symbol table has its
+        // full path where DWARF (line-tables-only debug info) has a bare name.
+        if let Some(f) = out.last_mut().filter(|f| f.function.as_deref().is_some_and(|n| !super::is_qualified(n))) {
+            if let Some(name) = self.symbol(probe).filter(|n| super::is_qualified(n)) {
+                f.function = Some(name);
+            }
+        }
         // Names DWARF did not give (or no DWARF at all): the symbol table's.
         if out.last().is_none_or(|f| f.function.is_none()) {
             if let Some(name) = self.symbol(probe) {

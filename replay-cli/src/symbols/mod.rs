@@ -197,10 +197,17 @@ pub struct SiteName {
 }
 
 impl SiteName {
-    /// The "by function" key: the allocating function's name. The same in two
-    /// recordings of the same program.
-    pub fn function_key(&self) -> &str {
-        &self.function
+    /// The "by function" key: the allocating function's name; for a bare name (an inlined
+    /// function under line-tables-only debug info: `load_texture`, `{closure#0}`), with
+    /// its file: `{closure#0} @ /src/game.rs`. The same in two recordings of the same
+    /// program.
+    pub fn function_key(&self) -> String {
+        match &self.file {
+            Some(file) if !is_qualified(&self.function) && !self.frames.is_empty() => {
+                format!("{} @ {file}", self.function)
+            }
+            _ => self.function.clone(),
+        }
     }
 
     /// The "whole stack" key: every frame's `function (file:line)`, innermost first,
@@ -486,11 +493,9 @@ impl Symbolizer {
         for &a in addrs {
             frames.extend(self.resolve(a).iter().cloned());
         }
-        let trimmed = frames.iter().take_while(|f| f.function.as_deref().is_some_and(is_recorder_frame)).count();
-        // Everything trimmed (a stack made inside the recorder): keep it whole.
-        let trimmed = if trimmed == frames.len() { 0 } else { trimmed };
+        let trimmed = trimmed_frames(&frames);
         frames.drain(..trimmed);
-        let site = frames.iter().position(|f| !f.function.as_deref().is_some_and(is_library_frame)).unwrap_or(0);
+        let site = frames.iter().position(|f| !is_library(f)).unwrap_or(0);
         let f = &frames[site];
         SiteName {
             stack,
@@ -541,6 +546,74 @@ fn unresolved(address: u64, module: Option<String>, offset: u64, reason: Reason)
         resolution: Resolution::None,
         reason: Some(reason),
     }
+}
+
+/// How many frames to trim from the top of a stack (innermost first): the recorder's and
+/// the allocator wrapper's. A return address whose own (outermost) frame is the
+/// recorder's goes whole, with whatever was inlined into it (with line-tables-only debug
+/// info, inlined frames have bare names like `alloc`); then inlined frames go while they
+/// are the recorder's or the allocator's by name or by file. A stack that is all recorder
+/// frames is kept whole.
+pub fn trimmed_frames(frames: &[Frame]) -> usize {
+    let mut n = 0;
+    while n < frames.len() {
+        // The frames of one return address: inlined ones, then their caller.
+        let mut end = n;
+        while end + 1 < frames.len() && frames[end].inlined && frames[end + 1].address == frames[n].address {
+            end += 1;
+        }
+        if frames[end].function.as_deref().is_some_and(is_recorder_frame) {
+            n = end + 1;
+            continue;
+        }
+        while n < end && is_recorder(&frames[n]) {
+            n += 1;
+        }
+        break;
+    }
+    if n == frames.len() {
+        0
+    } else {
+        n
+    }
+}
+
+/// A recorder or allocator frame, by name, or by file for a bare (unqualified) name.
+fn is_recorder(f: &Frame) -> bool {
+    match f.function.as_deref() {
+        Some(name) if is_recorder_frame(name) => true,
+        Some(name) if is_qualified(name) => false,
+        _ => f.file.as_deref().is_some_and(is_allocator_file),
+    }
+}
+
+/// A standard-library frame, by name, or by file for a bare (unqualified) name.
+fn is_library(f: &Frame) -> bool {
+    match f.function.as_deref() {
+        Some(name) if is_library_frame(name) => true,
+        Some(name) if is_qualified(name) => false,
+        None if f.resolution == Resolution::None => false,
+        _ => f.file.as_deref().is_some_and(is_library_file),
+    }
+}
+
+/// Whether a function name has its path (`alloc::vec::Vec<T>::push`, `<X as Y>::f`), not
+/// just its own name (`push<u8>`, as line-tables-only debug info gives inlined frames).
+pub fn is_qualified(name: &str) -> bool {
+    name.starts_with('<') || name.split('<').next().is_some_and(|head| head.contains("::"))
+}
+
+/// A source file of the Rust standard library (`/rustc/<hash>/library/alloc/src/…`, or
+/// the rust-src component's `…/lib/rustlib/src/rust/library/…`).
+pub fn is_library_file(file: &str) -> bool {
+    ["library/alloc/src/", "library/core/src/", "library/std/src/"].iter().any(|l| file.contains(l))
+}
+
+/// The standard library's allocator plumbing: `alloc::alloc`, `std::alloc`, `core::alloc`.
+fn is_allocator_file(file: &str) -> bool {
+    file.ends_with("library/alloc/src/alloc.rs")
+        || file.ends_with("library/std/src/alloc.rs")
+        || file.contains("library/core/src/alloc/")
 }
 
 /// The path of a demangled name, without a leading `<` (and `&`, `&mut `, `dyn `).
@@ -653,6 +726,55 @@ mod tests {
         ] {
             assert!(!is_library_frame(f), "{f}");
         }
+    }
+
+    fn frame(address: u64, function: &str, file: &str, inlined: bool) -> Frame {
+        Frame {
+            address,
+            module: Some("game".into()),
+            offset: address,
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(1),
+            inlined,
+            resolution: Resolution::Dwarf,
+            reason: None,
+        }
+    }
+
+    /// Release builds with line-tables-only debug info: inlined frames have bare names.
+    #[test]
+    fn trims_by_address_group_and_by_file() {
+        let frames = vec![
+            // Inlined into the recorder's `__rust_alloc`: trimmed with it.
+            frame(1, "on_alloc", "/src/memreplay/recorder/src/imp/thread.rs", true),
+            frame(1, "alloc", "/src/memreplay/recorder/src/lib.rs", true),
+            frame(1, "__rust_alloc", "/src/game/src/main.rs", false),
+            // The caller, with the allocator and Vec inlined into it.
+            frame(2, "alloc", "/rustc/abc/library/alloc/src/alloc.rs", true),
+            frame(2, "with_capacity<u8>", "/rustc/abc/library/alloc/src/vec/mod.rs", true),
+            frame(2, "game::level::load_scripts", "/src/game/src/level.rs", false),
+            frame(3, "game::main", "/src/game/src/main.rs", false),
+        ];
+        assert_eq!(trimmed_frames(&frames), 4);
+        assert!(is_library(&frames[4]) && !is_library(&frames[5]));
+        assert!(!is_qualified("try_allocate_in<alloc::alloc::Global>") && is_qualified("a::b<c::D>"));
+        assert!(is_qualified("<alloc::vec::Vec<T> as core::clone::Clone>::clone") && !is_qualified("main"));
+        // All recorder: nothing trimmed.
+        assert_eq!(trimmed_frames(&frames[..3]), 0);
+        // Full debug info: by name.
+        let frames = vec![
+            frame(1, "memreplay::imp::thread::record_alloc", "/r/thread.rs", false),
+            frame(2, "alloc::alloc::alloc", "/rustc/abc/library/alloc/src/alloc.rs", true),
+            frame(
+                2,
+                "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+                "/rustc/abc/library/alloc/src/raw_vec.rs",
+                false,
+            ),
+            frame(3, "game::main", "/src/game/src/main.rs", false),
+        ];
+        assert_eq!(trimmed_frames(&frames), 2);
     }
 
     #[test]
