@@ -220,9 +220,15 @@ impl Top {
         if let Some(c) = &self.context {
             let _ = writeln!(o, "  only allocations in context {c} and below");
         }
-        if self.selection.at.kind != "end" {
-            let at = self.selection.at.label.clone().unwrap_or_else(|| format!("frame {:?}", self.selection.at.frame));
-            let _ = writeln!(o, "  \"live\" at {at}");
+        let at = &self.selection.at;
+        match (at.kind, &at.label, at.frame) {
+            ("label", Some(l), _) => {
+                let _ = writeln!(o, "  \"live\" at label \"{l}\"");
+            }
+            ("frame", _, Some(f)) => {
+                let _ = writeln!(o, "  \"live\" at the start of frame {f}");
+            }
+            _ => {}
         }
         if self.domains.is_empty() {
             let _ = writeln!(o, "\nno allocation sites");
