@@ -189,7 +189,8 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
 
 /// Where the binary of `module` may be, in order.
 fn binary_candidates(module: &Module, dirs: &[PathBuf]) -> Vec<PathBuf> {
-    let recorded = Path::new(&module.path);
+    // Linux names an executable deleted while it ran `path (deleted)`.
+    let recorded = Path::new(module.path.strip_suffix(" (deleted)").unwrap_or(&module.path));
     let mut v = Vec::new();
     for d in dirs {
         v.extend(build_id_paths(&module.build_id, std::slice::from_ref(d), ""));
@@ -359,5 +360,7 @@ mod tests {
             ]
         );
         assert!(build_id_paths(&[], &dirs, ".debug").is_empty());
+        let deleted = Module { path: "/opt/game/bin/game (deleted)".into(), build_id: vec![], ..m };
+        assert_eq!(binary_candidates(&deleted, &dirs)[0], PathBuf::from("/syms/game"));
     }
 }

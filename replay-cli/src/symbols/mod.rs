@@ -147,7 +147,6 @@ impl Frame {
     /// `function (file:line)`, or `function`, or `module+0xoffset`.
     pub fn text(&self) -> String {
         match self.location() {
-            Some(loc) if self.function.is_some() => format!("{} ({})", self.name(), short_path(&loc)),
             Some(loc) => format!("{} ({})", self.name(), short_path(&loc)),
             None => self.name(),
         }
@@ -470,8 +469,15 @@ impl Symbolizer {
         if let Some(s) = self.sites.get(&stack) {
             return s.clone();
         }
-        let addrs = state.stacks.get(&stack).map(Vec::as_slice).unwrap_or(&[]);
-        let site = Arc::new(self.site_of(stack, addrs));
+        let site = match state.stacks.get(&stack) {
+            Some(addrs) => self.site_of(stack, addrs),
+            // A damaged log can use a callstack whose definition was lost.
+            None if stack != 0 => {
+                SiteName { function: format!("(callstack {stack} not in the log)"), ..self.site_of(stack, &[]) }
+            }
+            None => self.site_of(stack, &[]),
+        };
+        let site = Arc::new(site);
         self.sites.insert(stack, site.clone());
         site
     }
@@ -802,5 +808,8 @@ mod tests {
         let site = s.site_of(7, &[0x10_1234, 0x42]);
         assert_eq!(site.function, "game+0x1234");
         assert_eq!(site.stack_key(), "game+0x1234;0x42");
+        let state = ReplayState::new(Default::default());
+        assert_eq!(s.site(&state, 9).function, "(callstack 9 not in the log)");
+        assert_eq!(s.site(&state, 0).function, "(no callstack)");
     }
 }
