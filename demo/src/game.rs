@@ -361,7 +361,7 @@ fn load_mesh(spec: &MeshSpec, vram: &mut GpuHeap) -> GpuAlloc {
 /// The deliberate leak: the level's compiled-script cache, allocated and forgotten.
 #[inline(never)]
 fn leak_level_script_cache() {
-    let mut cache = Vec::<u8>::with_capacity(LEAK_BYTES);
+    let mut cache = Vec::<u8>::with_capacity(LEAK_BYTES); // LEAK-SITE (tests look this line up)
     cache.extend((0..64).map(|i| i as u8));
     // `black_box`: without it the optimizer sees the allocation is never used and
     // removes it, leak and all.

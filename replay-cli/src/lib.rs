@@ -18,6 +18,7 @@ pub mod check;
 pub mod info;
 pub mod replay;
 pub mod report;
+pub mod symbols;
 pub mod time;
 pub mod xml;
 

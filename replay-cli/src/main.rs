@@ -11,10 +11,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use replay_cli::check::CheckArgs;
+use replay_cli::report::callstacks::SymbolArgs;
 use replay_cli::report::diff::DiffArgs;
 use replay_cli::report::export::ExportFormat;
 use replay_cli::report::timeline_chart::{ChartBy, ChartOptions};
-use replay_cli::report::{self, ImageFormat, Progress, ReportArgs, ReportKind};
+use replay_cli::report::{self, flame::FlameArgs, frees::FreesArgs, top::TopArgs};
+use replay_cli::report::{ImageFormat, Progress, ReportArgs, ReportKind};
 
 #[derive(Debug, Parser)]
 #[command(name = "replay-cli", version, about = "Reads memreplay logs (.mrl) and reports on them")]
@@ -46,8 +48,9 @@ enum Command {
     /// The context tree of each domain: inclusive and own bytes and counts, the peak,
     /// instances and bytes per instance, total allocated.
     Tree(ReportArgs),
-    /// Allocations live at the end, by context and by allocation callstack.
-    Leaks(ReportArgs),
+    /// Allocations live at the end, by context and by allocation callstack, with the
+    /// callstacks symbolicated.
+    Leaks(LeaksArgs),
     /// Used / capacity of the containers that report their usage: per context, per
     /// allocation site, and the worst containers.
     Efficiency(ReportArgs),
@@ -60,11 +63,19 @@ enum Command {
     /// Holds a log to a memory budget (TOML, see BUDGET.md) and, with --baseline, to a
     /// limit on growth: exit 0 within budget, 1 a budget broken, 2 the check could not run.
     Check(CheckArgs),
+    /// Allocation sites, symbolicated, by allocating function (or whole callstack with
+    /// --stacks), ranked by bytes at the peak, live, allocated, count or temporaries.
+    Top(TopArgs),
+    /// Where an allocation site's blocks were freed from (free callstacks), symbolicated.
+    Frees(FreesArgs),
+    /// A flame graph of the allocation callstacks (SVG), or folded stacks with --folded.
+    Flamegraph(FlameArgs),
     /// Memory over time as an image (SVG; PNG with the `png` feature): per domain, or per
     /// top-level context of one domain, with labels, peaks, time and frames.
     Timeline(TimelineArgs),
     /// The replayed log for other tools: JSON (the whole tree and the series over time),
-    /// CSV (one row per context path), or a Chrome/Perfetto trace (counters and labels).
+    /// CSV (one row per context path), a Chrome/Perfetto trace (counters and labels), or a
+    /// gzipped pprof profile of the allocation sites (symbolicated).
     Export(ExportArgs),
     /// One self-contained HTML page to explore the log in a browser: the timeline,
     /// a treemap and a sortable, filterable table of the context tree, leaks, top
@@ -114,6 +125,17 @@ struct ExportArgs {
     /// The file to write (default: stdout).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Where to find binaries and debug info (pprof only).
+    #[command(flatten)]
+    symbols: SymbolArgs,
+}
+
+#[derive(Debug, Args)]
+struct LeaksArgs {
+    #[command(flatten)]
+    report: ReportArgs,
+    #[command(flatten)]
+    symbols: SymbolArgs,
 }
 
 fn init_tracing(verbose: u8) {
@@ -140,7 +162,7 @@ fn main() -> ExitCode {
         }
         Command::Summarize(args) => report::run(ReportKind::Summarize, &args, Progress::Auto, out),
         Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
-        Command::Leaks(args) => report::run(ReportKind::Leaks, &args, Progress::Auto, out),
+        Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
         Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
@@ -149,13 +171,18 @@ fn main() -> ExitCode {
             let chart = ChartOptions { by: t.by, width: t.width, height: t.height };
             report::run_timeline(&t.report, chart, t.format, &t.output, Progress::Auto, out)
         }
-        Command::Export(e) => report::run_export(&e.report, e.format, e.output.as_deref(), Progress::Auto, out),
+        Command::Export(e) => {
+            report::run_export(&e.report, e.format, e.output.as_deref(), &e.symbols, Progress::Auto, out)
+        }
         Command::Report { args, output, max_nodes } => report::run_html(
             &args,
             &output,
             &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) },
             Progress::Auto,
         ),
+        Command::Top(args) => report::run_top(&args, Progress::Auto, out),
+        Command::Frees(args) => report::run_frees(&args, Progress::Auto, out),
+        Command::Flamegraph(args) => report::run_flamegraph(&args, Progress::Auto, out),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -339,3 +339,65 @@ fn timeline_writes_svg_and_png_as_built() {
     assert_eq!(cli(&["timeline", p]).status.code(), Some(2), "-o is required");
     assert_eq!(cli(&["export", p, "--format", "xml"]).status.code(), Some(2));
 }
+
+#[test]
+fn callstack_views_without_the_binary() {
+    // The log's module (/games/forest) is not on this machine: frames are module+offset
+    // and the reports say why.
+    let (path, _) = write_log("callstacks.mrl");
+    let p = path.to_str().unwrap();
+    let o = cli(&["top", p, "--json", "--by", "total"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["report"], "top");
+    let heap = &v["domains"][0];
+    assert_eq!(heap["domain"]["name"], "heap");
+    let row = &heap["rows"][0];
+    // 4096 + the realloc's 8192 at stack 1; the attached 100 B had no stack.
+    assert_eq!((row["function"].as_str(), row["total"]["bytes"].as_u64()), (Some("forest+0x400010"), Some(12288)));
+    assert_eq!(row["stacks"], serde_json::json!([1]));
+    assert_eq!(heap["rows"][1]["function"], "(no callstack)");
+    let reasons = &v["symbols"]["reasons"];
+    assert_eq!(reasons[0]["reason"], "binary-not-found");
+    assert_eq!(reasons[0]["module"], "/games/forest");
+    assert_eq!(v["symbols"]["unresolved"], 2);
+
+    let text = stdout(&cli(&["top", p, "--stacks"]));
+    assert!(text.contains("forest+0x400010") && text.contains("forest+0x400020"), "{text}");
+    assert!(text.contains("binary not found: forest (2)"), "{text}");
+    let folded = stdout(&cli(&["flamegraph", p, "--folded", "--by", "total", "--domain", "heap"]));
+    assert_eq!(folded, "(no callstack) 100\nforest+0x400020;forest+0x400010 12288\n");
+    let svg = stdout(&cli(&["flamegraph", p, "--by", "total"]));
+    assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>") && svg.contains("forest+0x400010"));
+    let frees = stdout(&cli(&["frees", p, "1"]));
+    assert!(frees.contains("forest+0x400010") && frees.contains("the log has no free callstacks"), "{frees}");
+    let out = temp("callstacks.pb.gz");
+    let o = cli(&["export", p, "--format", "pprof", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let profile = replay_cli::report::pprof::decode(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(profile.mapping.len(), 1);
+    assert!(!profile.mapping[0].has_functions);
+}
+
+#[test]
+fn callstack_views_reject_bad_input() {
+    let (path, _) = write_log("callstacks-bad.mrl");
+    let p = path.to_str().unwrap();
+    assert_error(&cli(&["top", p, "--symbols", "/no/such/dir"]), "--symbols /no/such/dir: no such directory");
+    assert_error(&cli(&["top", p, "--by", "total", "--thread", "main"]), "--by total cannot be split");
+    assert_error(&cli(&["top", p, "--context", "Level:nowhere"]), "no context \"Level:nowhere\"");
+    assert_error(&cli(&["top", p, "--at", "boss fight"]), "no label \"boss fight\"");
+    assert_error(&cli(&["flamegraph", p, "--contexts", "--by", "count"]), "--by count cannot be split");
+    assert_error(&cli(&["frees", p, "no_such_function"]), "no allocation site \"no_such_function\"");
+    assert_error(
+        &cli(&["export", p, "--format", "pprof", "-o", "/no/such/dir/out.pb.gz"]),
+        "no directory /no/such/dir",
+    );
+    assert_error(&cli(&["flamegraph", p, "-o", "/no/such/dir/out.svg"]), "no directory /no/such/dir");
+    assert_error(&cli(&["leaks", p, "--symbols", "/no/such/dir"]), "no such directory");
+    assert_error(&cli(&["top", temp("missing.mrl").to_str().unwrap()]), "cannot read");
+    // clap: a missing --format, an unknown format or ranking.
+    assert_eq!(cli(&["export", p]).status.code(), Some(2));
+    assert_eq!(cli(&["export", p, "--format", "perf", "-o", "x"]).status.code(), Some(2));
+    assert_eq!(cli(&["top", p, "--by", "bytes"]).status.code(), Some(2));
+}

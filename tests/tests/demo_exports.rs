@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use memreplay_demo::LABELS;
 use memreplay_tests::{run_demo, temp_log};
+use replay_cli::report::callstacks::SymbolArgs;
 use replay_cli::report::export::ExportFormat;
 use replay_cli::report::timeline_chart::{ChartBy, ChartOptions};
 use replay_cli::report::{self, summarize, ImageFormat, Progress, ReportArgs};
@@ -26,7 +27,8 @@ fn summary(path: &std::path::Path) -> summarize::Summary {
 
 fn export(path: &std::path::Path, format: ExportFormat) -> String {
     let mut out = Vec::new();
-    report::run_export(&ReportArgs::new(path), format, None, Progress::Hidden, &mut out).unwrap();
+    report::run_export(&ReportArgs::new(path), format, None, &SymbolArgs::default(), Progress::Hidden, &mut out)
+        .unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -133,7 +135,7 @@ fn csv_and_json_exports_add_up_to_the_summary() {
     let mut args = ReportArgs::new(&path);
     args.at = Some(report::At::Label(LABELS[1].into()));
     let mut out = Vec::new();
-    report::run_export(&args, ExportFormat::Csv, None, Progress::Hidden, &mut out).unwrap();
+    report::run_export(&args, ExportFormat::Csv, None, &SymbolArgs::default(), Progress::Hidden, &mut out).unwrap();
     let at_label = console(std::str::from_utf8(&out).unwrap());
     assert_eq!(num(&at_label, "used_bytes"), memreplay_demo::CONSOLE_USED as u64);
     assert_eq!(num(&at_label, "usage_capacity"), memreplay_demo::CONSOLE_CAPACITY as u64);
@@ -207,7 +209,8 @@ fn options_that_do_not_apply_are_refused() {
     args.thread = Some("main".into());
     let e = report::run_timeline(&args, ChartOptions::default(), None, svg, Progress::Hidden, out).unwrap_err();
     assert!(e.to_string().contains("--thread does not apply"), "{e}");
-    let e = report::run_export(&args, ExportFormat::ChromeTrace, None, Progress::Hidden, out).unwrap_err();
+    let none = SymbolArgs::default();
+    let e = report::run_export(&args, ExportFormat::ChromeTrace, None, &none, Progress::Hidden, out).unwrap_err();
     assert!(e.to_string().contains("--thread does not apply"), "{e}");
     let mut args = ReportArgs::new(&path);
     args.at = Some(report::At::Label("gameplay".into()));

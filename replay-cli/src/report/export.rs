@@ -6,6 +6,7 @@
 //! - `chrome-trace`: the Trace Event Format that Perfetto's UI and `chrome://tracing`
 //!   open: memory per domain and per top-level context as counters, process memory as a
 //!   counter, labels as instant events.
+//! - `pprof`: written by [`super::pprof`] (symbolicated allocation sites).
 
 use serde::Serialize;
 use serde_json::json;
@@ -21,9 +22,14 @@ use super::{Loaded, SCHEMA_VERSION};
 /// The formats `export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
+    /// The whole context tree and the series over time.
     Json,
+    /// One row per (domain, context path).
     Csv,
+    /// Counters and labels in the Trace Event Format (Perfetto, chrome://tracing).
     ChromeTrace,
+    /// A gzipped pprof `profile.proto` of the allocation sites (`report::pprof`).
+    Pprof,
 }
 
 /// `export --format json`.

@@ -1,5 +1,6 @@
 //! `leaks`: the allocations still live at the end of the log, grouped by context, then
-//! by allocation site (callstack), largest first.
+//! by allocation site (callstack), largest first; and grouped by callstack alone, with
+//! the contexts each holds in. Sites are symbolicated when built with a [`Symbolizer`].
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -8,6 +9,7 @@ use serde::Serialize;
 
 use crate::replay::state::NodeId;
 use crate::replay::ReplayState;
+use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 
 use super::select::SelectionInfo;
 use super::table::{plural, size, Align, Table};
@@ -31,6 +33,8 @@ pub struct Leaks {
     pub total_count: u64,
     /// Domains with live allocations at the end.
     pub domains: Vec<DomainLeaks>,
+    /// What symbolication found (null when built without symbols).
+    pub symbols: Option<SymbolStats>,
 }
 
 /// One domain's live allocations at the end.
@@ -42,6 +46,32 @@ pub struct DomainLeaks {
     pub contexts: Vec<LeakContext>,
     /// Contexts left out by `--limit` or `--min-bytes`.
     pub hidden_contexts: u64,
+    /// The same live allocations by callstack alone, largest first.
+    pub stacks: Vec<LeakStack>,
+    /// Callstacks left out by `--limit` or `--min-bytes`.
+    pub hidden_stacks: u64,
+}
+
+/// Live allocations of one callstack, over every context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeakStack {
+    pub stack: u32,
+    /// As in [`LeakSite`].
+    pub frames: Vec<String>,
+    pub site: Option<SiteName>,
+    pub bytes: u64,
+    pub count: u64,
+    pub first_seq: u64,
+    /// The contexts its allocations belong to, largest first.
+    pub contexts: Vec<StackContext>,
+}
+
+/// One context's share of a callstack's live allocations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StackContext {
+    pub context: String,
+    pub bytes: u64,
+    pub count: u64,
 }
 
 /// Live allocations of one context (its own, not its descendants').
@@ -63,6 +93,8 @@ pub struct LeakSite {
     pub stack: u32,
     /// Return addresses, innermost first, as hex strings (`"0x55d0c0a1b2c3"`).
     pub frames: Vec<String>,
+    /// The callstack symbolicated (null when built without symbols).
+    pub site: Option<SiteName>,
     pub bytes: u64,
     pub count: u64,
     /// Sequence number of the oldest of these allocations.
@@ -87,7 +119,17 @@ pub fn by_context(l: &Loaded) -> HashMap<u32, HashMap<NodeId, (u64, u64)>> {
     by_domain
 }
 
+/// The report, without symbols (sites are callstack ids and return addresses).
 pub fn build(l: &Loaded) -> Leaks {
+    build_with(l, None)
+}
+
+/// The report with symbolicated sites.
+pub fn build_symbolized(l: &Loaded, syms: &mut Symbolizer) -> Leaks {
+    build_with(l, Some(syms))
+}
+
+fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
     let state = l.state();
     let sel = &l.sel;
     let limit = sel.limit_or(DEFAULT_LIMIT);
@@ -128,6 +170,8 @@ pub fn build(l: &Loaded) -> Leaks {
                 count,
                 hidden_contexts: all - contexts.len() as u64,
                 contexts: Vec::new(),
+                stacks: Vec::new(),
+                hidden_stacks: 0,
             },
             contexts,
         ));
@@ -137,11 +181,21 @@ pub fn build(l: &Loaded) -> Leaks {
     // context index) in `domains`.
     type Sites = HashMap<u32, (u64, u64, u64)>;
     let mut sites: HashMap<(usize, usize), Sites> = HashMap::new();
+    // And by callstack alone.
+    let mut by_stack: ByStack = HashMap::new();
     for (domain, _addr, size, slot, stack, seq) in state.live_allocations() {
-        let Some(&at) = listed.get(&(domain, state.slots[slot as usize].node)) else { continue };
-        if !sel.slot_selected(state, slot) {
+        if !sel.domains.contains(&domain) || !sel.slot_selected(state, slot) {
             continue;
         }
+        let node = state.slots[slot as usize].node;
+        let s = by_stack.entry((domain, stack)).or_insert((0, 0, u64::MAX, HashMap::new()));
+        s.0 += size;
+        s.1 += 1;
+        s.2 = s.2.min(seq);
+        let c = s.3.entry(node).or_default();
+        c.0 += size;
+        c.1 += 1;
+        let Some(&at) = listed.get(&(domain, node)) else { continue };
         let s = sites.entry(at).or_default().entry(stack).or_insert((0, 0, u64::MAX));
         s.0 += size;
         s.1 += 1;
@@ -163,6 +217,7 @@ pub fn build(l: &Loaded) -> Leaks {
                             stack,
                             // Formatted below, for the sites kept.
                             frames: Vec::new(),
+                            site: None,
                             bytes,
                             count,
                             first_seq,
@@ -179,12 +234,16 @@ pub fn build(l: &Loaded) -> Leaks {
                     list.truncate(limit);
                     for s in &mut list {
                         s.frames = frames(state, s.stack);
+                        s.site = syms.as_deref_mut().map(|y| (*y.site(state, s.stack)).clone());
                     }
                     c.hidden_sites = all - list.len() as u64;
                     c.sites = list;
                     c
                 })
                 .collect();
+            let (stacks, hidden) = stack_rows(l, d.domain.id, &mut by_stack, syms.as_deref_mut());
+            d.stacks = stacks;
+            d.hidden_stacks = hidden;
             d
         })
         .collect();
@@ -197,6 +256,83 @@ pub fn build(l: &Loaded) -> Leaks {
         total_bytes: top.iter().map(|d| d.bytes).sum(),
         total_count: top.iter().map(|d| d.count).sum(),
         domains,
+        symbols: syms.map(|s| s.stats()),
+    }
+}
+
+/// A callstack's live allocations: bytes, count, oldest seq, and (bytes, count) by context.
+type StackLive = (u64, u64, u64, HashMap<NodeId, (u64, u64)>);
+/// Live allocations by (domain, callstack).
+type ByStack = HashMap<(u32, u32), StackLive>;
+
+/// One domain's live allocations by callstack, largest first, cut by `--min-bytes` and
+/// `--limit`: (rows, rows left out).
+fn stack_rows(
+    l: &Loaded,
+    domain: u32,
+    by_stack: &mut ByStack,
+    mut syms: Option<&mut Symbolizer>,
+) -> (Vec<LeakStack>, u64) {
+    let state = l.state();
+    let sel = &l.sel;
+    let keys: Vec<(u32, u32)> = by_stack.keys().filter(|k| k.0 == domain).copied().collect();
+    let mut rows: Vec<(u32, StackLive)> =
+        keys.into_iter().filter_map(|k| by_stack.remove(&k).map(|v| (k.1, v))).collect();
+    rows.sort_by(|a, b| {
+        match sel.sort {
+            super::SortKey::Count => b.1 .1.cmp(&a.1 .1).then(b.1 .0.cmp(&a.1 .0)),
+            _ => b.1 .0.cmp(&a.1 .0).then(b.1 .1.cmp(&a.1 .1)),
+        }
+        .then(a.1 .2.cmp(&b.1 .2))
+    });
+    let all = rows.len() as u64;
+    rows.retain(|r| r.1 .0 >= sel.min_bytes);
+    rows.truncate(sel.limit_or(DEFAULT_LIMIT));
+    let out: Vec<LeakStack> = rows
+        .into_iter()
+        .map(|(stack, (bytes, count, first_seq, nodes))| {
+            let mut contexts: Vec<StackContext> = nodes
+                .into_iter()
+                .map(|(node, (bytes, count))| StackContext { context: state.node_path(node), bytes, count })
+                .collect();
+            contexts.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.context.cmp(&b.context)));
+            LeakStack {
+                stack,
+                frames: frames(state, stack),
+                site: syms.as_deref_mut().map(|y| (*y.site(state, stack)).clone()),
+                bytes,
+                count,
+                first_seq,
+                contexts,
+            }
+        })
+        .collect();
+    let hidden = all - out.len() as u64;
+    (out, hidden)
+}
+
+/// A site on one line: `stack 12: function (file:line) < caller < …`, or the return
+/// addresses without symbols.
+fn site_text(stack: u32, frames: &[String], site: Option<&SiteName>) -> String {
+    match site {
+        None if stack == 0 => "(no callstack)".into(),
+        None => format!("stack {stack}: {}", frames_text(frames)),
+        Some(s) if s.frames.is_empty() => s.function.clone(),
+        Some(s) => {
+            let callers: Vec<String> = s
+                .frames
+                .iter()
+                .skip(s.site_frame as usize + 1)
+                .filter(|f| !f.inlined)
+                .take(2)
+                .map(|f| f.name())
+                .collect();
+            let mut t = format!("stack {stack}: {}", s.text());
+            for c in callers {
+                let _ = write!(t, " < {c}");
+            }
+            t
+        }
     }
 }
 
@@ -241,11 +377,7 @@ impl Leaks {
             for c in &d.contexts {
                 t.row(vec![size(c.bytes), c.count.to_string(), c.context.clone()]);
                 for s in &c.sites {
-                    let name = if s.stack == 0 {
-                        "  (no callstack)".to_owned()
-                    } else {
-                        format!("  stack {}: {}", s.stack, frames_text(&s.frames))
-                    };
+                    let name = format!("  {}", site_text(s.stack, &s.frames, s.site.as_ref()));
                     t.row(vec![size(s.bytes), s.count.to_string(), name]);
                 }
                 if c.hidden_sites > 0 {
@@ -256,6 +388,31 @@ impl Leaks {
                 t.row(vec![String::new(), String::new(), format!("… {} more contexts", d.hidden_contexts)]);
             }
             o.push_str(&t.render(2));
+            if !d.stacks.is_empty() {
+                let _ = writeln!(o, "\n  by callstack");
+                let mut t = Table::new(&[
+                    ("bytes", Align::Right),
+                    ("count", Align::Right),
+                    ("callstack / contexts", Align::Left),
+                ]);
+                for s in &d.stacks {
+                    t.row(vec![size(s.bytes), s.count.to_string(), site_text(s.stack, &s.frames, s.site.as_ref())]);
+                    let shown: Vec<&str> = s.contexts.iter().take(3).map(|c| c.context.as_str()).collect();
+                    let more = s.contexts.len().saturating_sub(shown.len());
+                    let mut line = format!("  in {}", shown.join(", "));
+                    if more > 0 {
+                        let _ = write!(line, " and {more} more");
+                    }
+                    t.row(vec![String::new(), String::new(), line]);
+                }
+                if d.hidden_stacks > 0 {
+                    t.row(vec![String::new(), String::new(), format!("… {} more callstacks", d.hidden_stacks)]);
+                }
+                o.push_str(&t.render(2));
+            }
+        }
+        if let Some(s) = &self.symbols {
+            let _ = writeln!(o, "\nsymbols: {}", s.text());
         }
         o
     }

@@ -1,25 +1,32 @@
 //! The reports: `summarize`, `tree`, `leaks`, `efficiency`, `instances` and `diff`; the
-//! `timeline` chart, the `export` formats and the HTML page (`report`, [`html`]).
+//! callstack views (`top`, `frees`, `flamegraph`, `export --format pprof`); the `timeline`
+//! chart, the other `export` formats and the HTML page (`report`, [`html`]).
 //!
 //! Each report module builds a serializable struct from the replayed state ([`Loaded`])
 //! and renders it as text; `--json` prints the same struct (schema in `JSON.md`).
 //! Reports read the replay state, never the log.
 
+pub mod callstacks;
 pub mod compare;
 pub mod diff;
 pub mod efficiency;
 pub mod export;
 pub mod figures;
+pub mod flame;
+pub mod frees;
 pub mod html;
 pub mod instances;
 pub mod leaks;
 pub mod observed;
+pub mod pprof;
 pub mod range;
 pub mod select;
 pub mod series;
+pub mod sites;
 pub mod summarize;
 pub mod table;
 pub mod timeline_chart;
+pub mod top;
 pub mod tree;
 
 use std::io::IsTerminal as _;
@@ -117,29 +124,109 @@ pub enum ReportKind {
 }
 
 /// Runs one report on the log of `args`, writing text or JSON to `out`. Returns the exit
-/// status (0).
+/// status (0). `leaks` symbolicates its sites with [`run_leaks`]; here it does not.
 pub fn run(
     kind: ReportKind,
     args: &ReportArgs,
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    if kind == ReportKind::Leaks && args.at.is_some() {
-        return Err(CliError::Usage(
-            "leaks are the allocations live at the end of the log; --at does not apply to `leaks`".into(),
-        ));
+    if kind == ReportKind::Leaks {
+        let symbols = callstacks::SymbolArgs { no_symbols: true, ..Default::default() };
+        return run_leaks(args, &symbols, progress, out);
     }
     let loaded = load(args, progress)?;
     let start = Instant::now();
     let text = match kind {
         ReportKind::Summarize => render(&summarize::build(&loaded), args.json, summarize::Summary::to_text),
         ReportKind::Tree => render(&tree::build(&loaded), args.json, tree::Tree::to_text),
-        ReportKind::Leaks => render(&leaks::build(&loaded), args.json, leaks::Leaks::to_text),
+        ReportKind::Leaks => unreachable!("handled above"),
         ReportKind::Efficiency => render(&efficiency::build(&loaded), args.json, efficiency::Efficiency::to_text),
         ReportKind::Instances => render(&instances::build(&loaded), args.json, instances::Instances::to_text),
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
+    write_out(out, text.as_bytes())
+}
+
+fn write_out(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<u8, CliError> {
+    out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output)?;
+    Ok(0)
+}
+
+/// `leaks`, with its sites symbolicated unless `symbols.no_symbols`.
+pub fn run_leaks(
+    args: &ReportArgs,
+    symbols: &callstacks::SymbolArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    if args.at.is_some() {
+        return Err(CliError::Usage(
+            "leaks are the allocations live at the end of the log; --at does not apply to `leaks`".into(),
+        ));
+    }
+    symbols.options()?;
+    let loaded = load(args, progress)?;
+    let start = Instant::now();
+    let report = if symbols.no_symbols {
+        leaks::build(&loaded)
+    } else {
+        let mut syms = callstacks::symbolizer(&loaded, symbols)?;
+        leaks::build_symbolized(&loaded, &mut syms)
+    };
+    tracing::debug!("built the leaks report in {:.3} s", start.elapsed().as_secs_f64());
+    write_out(out, render(&report, args.json, leaks::Leaks::to_text).as_bytes())
+}
+
+/// `top`.
+pub fn run_top(args: &top::TopArgs, progress: Progress, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
+    args.symbols.options()?;
+    let loaded = load(&args.report_args(), progress)?;
+    let report = top::build(&loaded, args)?;
+    write_out(out, render(&report, args.json, top::Top::to_text).as_bytes())
+}
+
+/// `frees`.
+pub fn run_frees(args: &frees::FreesArgs, progress: Progress, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
+    args.symbols.options()?;
+    let loaded = load(&args.report_args(), progress)?;
+    let report = frees::build(&loaded, args)?;
+    write_out(out, render(&report, args.json, frees::Frees::to_text).as_bytes())
+}
+
+/// `flamegraph`: an SVG, or folded stacks with `--folded`, to `--output` or `out`.
+pub fn run_flamegraph(
+    args: &flame::FlameArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    args.symbols.options()?;
+    if let Some(o) = &args.output {
+        check_output(o)?;
+    }
+    let loaded = load(&args.report_args(), progress)?;
+    let folded = flame::folded(&loaded, args)?;
+    let bytes = if args.folded { folded.to_text().into_bytes() } else { flame::svg(&folded, args, &loaded.path)? };
+    match &args.output {
+        Some(path) => write_file(path, &bytes),
+        None => write_out(out, &bytes),
+    }
+}
+
+/// Fails early (before replaying) when `path` cannot be written: its directory is missing.
+fn check_output(path: &std::path::Path) -> Result<(), CliError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!("cannot write {}: no directory {}", path.display(), dir.display())));
+    }
+    if path.is_dir() {
+        return Err(CliError::Usage(format!("cannot write {}: it is a directory", path.display())));
+    }
+    Ok(())
+}
+
+fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<u8, CliError> {
+    std::fs::write(path, bytes).map_err(|e| CliError::Usage(format!("cannot write {}: {e}", path.display())))?;
     Ok(0)
 }
 
@@ -236,13 +323,27 @@ pub fn run_export(
     args: &ReportArgs,
     format: export::ExportFormat,
     output: Option<&Path>,
+    symbols: &callstacks::SymbolArgs,
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    if format == export::ExportFormat::ChromeTrace {
-        reject_point_options(args, "the Chrome trace")?;
+    match format {
+        export::ExportFormat::ChromeTrace => reject_point_options(args, "the Chrome trace")?,
+        export::ExportFormat::Pprof => {
+            reject_point_options(args, "the pprof profile")?;
+            symbols.options()?;
+        }
+        export::ExportFormat::Json | export::ExportFormat::Csv => {}
+    }
+    if let Some(p) = output.filter(|p| *p != Path::new("-")) {
+        check_output(p)?;
     }
     let loaded = load(args, progress)?;
+    if format == export::ExportFormat::Pprof {
+        let (profile, _) = pprof::profile(&loaded, symbols, args.domain.is_some())?;
+        write_output(output, &pprof::encode(&profile), out)?;
+        return Ok(0);
+    }
     let text = match format {
         export::ExportFormat::Json => to_json(&export::json(&loaded)),
         export::ExportFormat::Csv => {
@@ -253,6 +354,7 @@ pub fn run_export(
             s.push('\n');
             s
         }
+        export::ExportFormat::Pprof => unreachable!("written above"),
     };
     write_output(output, text.as_bytes(), out)?;
     Ok(0)

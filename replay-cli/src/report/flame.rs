@@ -1,0 +1,191 @@
+//! `flamegraph`: the allocation callstacks as a flame graph (an SVG drawn by `inferno`),
+//! or as folded stacks (`--folded`: one `root;…;leaf value` line per stack, the input of
+//! speedscope, inferno, flamegraph.pl and others), weighted by bytes at the peak, live or
+//! allocated in all. With `--contexts`, each stack sits under its context path, so the
+//! graph shows systems and assets above code.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::replay::state::{NodeId, ROOT};
+use crate::replay::ReplayState;
+use crate::symbols::SymbolStats;
+use crate::CliError;
+
+use super::callstacks::{symbolizer, SymbolArgs};
+use super::select::{parse_at, At, ReportArgs};
+use super::sites::{collect, context_mask, Metric, SiteQuery};
+use super::Loaded;
+
+/// `replay-cli flamegraph` options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct FlameArgs {
+    /// The log to read.
+    #[arg(value_name = "LOG")]
+    pub log: PathBuf,
+    /// Weigh stacks by bytes at the domain's peak, live at the end (or --at), or
+    /// allocated in all (also: count, temporaries: allocations).
+    #[arg(long, value_enum, default_value_t = Metric::Peak)]
+    pub by: Metric,
+    /// Folded stacks (text) instead of an SVG.
+    #[arg(long)]
+    pub folded: bool,
+    /// Put each stack under its context path (Level:Forest;Textures:Forest;…) as root
+    /// frames (--by peak or live).
+    #[arg(long)]
+    pub contexts: bool,
+    /// Write to this file instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Title of the SVG.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Only this memory domain (name or id). Default: every top-level domain, each a root
+    /// frame.
+    #[arg(long, value_name = "NAME")]
+    pub domain: Option<String>,
+    /// Only allocations made by this thread (--by peak or live).
+    #[arg(long, value_name = "NAME|ID")]
+    pub thread: Option<String>,
+    /// Only allocations in this context and its descendants (--by peak or live).
+    #[arg(long, value_name = "PATH")]
+    pub context: Option<String>,
+    /// Read "live" at a label or the start of frame N instead of at the end.
+    #[arg(long, value_name = "LABEL|frame:N", value_parser = parse_at)]
+    pub at: Option<At>,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+}
+
+impl FlameArgs {
+    pub fn new(log: impl Into<PathBuf>) -> FlameArgs {
+        FlameArgs { log: log.into(), ..FlameArgs::default() }
+    }
+
+    pub fn report_args(&self) -> ReportArgs {
+        ReportArgs {
+            log: self.log.clone(),
+            domain: self.domain.clone(),
+            thread: self.thread.clone(),
+            at: self.at.clone(),
+            ..ReportArgs::default()
+        }
+    }
+}
+
+/// Folded stacks and what symbolication found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Folded {
+    /// `frame;frame;… value` lines, outermost frame first, sorted, one per distinct stack.
+    pub lines: Vec<String>,
+    /// The sum of the values.
+    pub total: u64,
+    pub symbols: SymbolStats,
+}
+
+impl Folded {
+    pub fn to_text(&self) -> String {
+        let mut s = self.lines.join("\n");
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// A frame name as a folded-stack token: `;` separates frames and the last space the
+/// count, so `;` becomes `,` and line breaks spaces.
+fn token(name: &str) -> String {
+    name.replace(';', ",").replace(['\n', '\r'], " ")
+}
+
+/// The context path of `node` as frames, outermost first (`Level:Forest`, …).
+fn context_frames(state: &ReplayState, node: NodeId) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut n = node;
+    while n != ROOT {
+        let (ty, name) = state.node_label(n);
+        v.push(token(&format!("{ty}:{name}")));
+        n = state.nodes[n as usize].parent;
+    }
+    if v.is_empty() {
+        v.push("(no context)".into());
+    }
+    v.reverse();
+    v
+}
+
+/// The folded stacks of the selected domains.
+pub fn folded(l: &Loaded, args: &FlameArgs) -> Result<Folded, CliError> {
+    let state = l.state();
+    let mut syms = symbolizer(l, &args.symbols)?;
+    let contexts = args.context.as_deref().map(|c| context_mask(state, c)).transpose()?;
+    let q = SiteQuery { metric: args.by, by_context: args.contexts, contexts, live_at_point: true };
+    let rows = collect(l, &q)?;
+    // Default: the top-level domains (a pool's blocks are inside a heap block already).
+    let domains: Vec<u32> = if args.domain.is_some() {
+        l.sel.domains.clone()
+    } else {
+        l.sel.domains.iter().copied().filter(|&d| state.is_top_level_domain(d)).collect()
+    };
+    let root_domain = domains.len() > 1;
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows.iter().filter(|r| domains.contains(&r.domain)) {
+        let v = r.figures.value(args.by);
+        if v == 0 {
+            continue;
+        }
+        let site = syms.site(state, r.stack);
+        let mut frames: Vec<String> = Vec::new();
+        if root_domain {
+            frames.push(token(&format!("[{}]", state.domain_name(r.domain))));
+        }
+        if let Some(node) = r.node {
+            frames.extend(context_frames(state, node));
+        }
+        if site.frames.is_empty() {
+            frames.push(site.function.clone());
+        }
+        frames.extend(site.frames.iter().rev().map(|f| token(&f.name())));
+        *stacks.entry(frames.join(";")).or_default() += v;
+    }
+    let total = stacks.values().sum();
+    let symbols = syms.stats();
+    tracing::debug!("symbolication: {}", symbols.text());
+    Ok(Folded { lines: stacks.into_iter().map(|(k, v)| format!("{k} {v}")).collect(), total, symbols })
+}
+
+/// The flame graph of `folded` as an SVG.
+pub fn svg(folded: &Folded, args: &FlameArgs, path: &str) -> Result<Vec<u8>, CliError> {
+    use inferno::flamegraph::{self, color, Options};
+    let mut opts = Options::default();
+    opts.title = args.title.clone().unwrap_or_else(|| format!("{path}: {}", args.by.describe()));
+    opts.count_name = match args.by {
+        Metric::Count | Metric::Temporaries => "allocations".into(),
+        _ => "bytes".into(),
+    };
+    opts.name_type = "Frame:".into();
+    opts.colors = color::Palette::Basic(color::BasicPalette::Mem);
+    opts.hash = true;
+    opts.deterministic = true;
+    let mut out = Vec::new();
+    if folded.lines.is_empty() {
+        // inferno draws nothing for no samples; say so in a valid SVG.
+        let title = xml_escape(&opts.title);
+        let svg = format!(
+            "<?xml version=\"1.0\" standalone=\"no\"?>\n<svg version=\"1.1\" width=\"1200\" height=\"60\" \
+             xmlns=\"http://www.w3.org/2000/svg\"><text x=\"600\" y=\"24\" text-anchor=\"middle\">{title}</text>\
+             <text x=\"600\" y=\"48\" text-anchor=\"middle\">no allocations to show</text></svg>\n"
+        );
+        return Ok(svg.into_bytes());
+    }
+    flamegraph::from_lines(&mut opts, folded.lines.iter().map(String::as_str), &mut out)
+        .map_err(|e| CliError::Usage(format!("cannot draw the flame graph: {e}")))?;
+    Ok(out)
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
