@@ -91,6 +91,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = report::html::DEFAULT_MAX_NODES as u64,
               value_parser = clap::value_parser!(u64).range(2..))]
         max_nodes: u64,
+        #[command(flatten)]
+        symbols: SymbolArgs,
     },
 }
 
@@ -174,8 +176,9 @@ fn main() -> ExitCode {
         Command::Export(e) => {
             report::run_export(&e.report, e.format, e.output.as_deref(), &e.symbols, Progress::Auto, out)
         }
-        Command::Report { args, output, max_nodes } => report::run_html(
+        Command::Report { args, output, max_nodes, symbols } => report::run_html(
             &args,
+            &symbols,
             &output,
             &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) },
             Progress::Auto,

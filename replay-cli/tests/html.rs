@@ -386,3 +386,49 @@ fn bad_output_paths_fail_cleanly() {
     );
     assert_eq!(cli(&["report", log]).status.code(), Some(2));
 }
+
+#[test]
+fn callstacks_are_named_and_the_symbol_options_apply() {
+    let log = write_log("symbols.mrl");
+    let log = log.to_str().unwrap();
+    // The log records no modules: its two return addresses stay addresses, and say why.
+    let data = report_json(log, &[], "symbols.json");
+    let stats = &data["symbols"];
+    assert_eq!((u(&stats["addresses"]), u(&stats["unresolved"])), (2, 2), "{stats}");
+    assert_eq!(stats["reasons"][0]["reason"], "no-module");
+    assert_eq!(data["leaks"]["symbols"], *stats);
+    assert_eq!(data["top"]["symbols"], *stats);
+    let site = &data["summary"]["sites"][0];
+    assert_eq!(site["frames"], serde_json::json!(["0x401000", "0x402000"]));
+    assert_eq!(site["site"]["function"], "0x401000");
+    let frames: Vec<&Value> = site["site"]["frames"].as_array().unwrap().iter().map(|f| &f["address"]).collect();
+    assert_eq!(frames, ["0x401000", "0x402000"]);
+    // By function: the one callstack, in both domains that allocated, largest at the peak.
+    let top = &data["top"]["domains"];
+    let names: Vec<&str> = top.as_array().unwrap().iter().map(|d| d["domain"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["heap", "vram.local"]);
+    for d in top.as_array().unwrap() {
+        assert_eq!(d["rows"][0]["function"], "0x401000");
+        assert_eq!(d["rows"][0]["stacks"], serde_json::json!([1]));
+    }
+    let leak = &data["leaks"]["domains"][0]["contexts"][0]["sites"][0];
+    assert_eq!(leak["site"]["function"], "0x401000");
+
+    // --no-symbols: no binary loaded, every address unresolved (these are in no module).
+    let data = report_json(log, &["--no-symbols"], "no-symbols.json");
+    assert_eq!((u(&data["symbols"]["modules_loaded"]), u(&data["symbols"]["unresolved"])), (0, 2));
+    // --symbols must name a directory; nothing is written otherwise.
+    let out = temp("bad-symbols.html");
+    let o = cli(&["report", log, "-o", out.to_str().unwrap(), "--symbols", temp("no-such-symbols").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--symbols"));
+    assert!(!out.exists());
+    ok(&[
+        "report",
+        log,
+        "-o",
+        temp("with-symbols.html").to_str().unwrap(),
+        "--symbols",
+        std::env::temp_dir().to_str().unwrap(),
+    ]);
+}

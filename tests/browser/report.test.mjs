@@ -230,6 +230,50 @@ async function check(page, problems) {
   await page.mouse.move(box.x + box.width * 0.5, box.y + 30);
   if (!(await page.isVisible('#tooltip'))) fail('no tooltip on hover');
 
+  // Allocation sites, symbolicated: the by-function table lists the island's top
+  // functions in order; the by-callstack table names each site's allocating function and
+  // location, and its toggle shows the whole stack (innermost first) and hides it again.
+  const fnWant = D.top.domains.flatMap((d) => d.rows.map((r) => r.function));
+  eq(await page.$$eval('#sites table.functions-table tbody tr[data-key] td.site .fn', (e) => e.map((x) => x.textContent)), fnWant, 'functions table');
+  const siteWant = D.summary.sites.map((st) => st.site.function);
+  eq(await page.$$eval('#sites table.sites-table tbody tr[data-stack] td.site .fn', (e) => e.map((x) => x.textContent)), siteWant, 'sites table functions');
+  const frameName = (f) => f.function || (f.module ? f.module + '+' + f.offset : f.address);
+  const stackOf = async (row, site, what) => {
+    const toggle = row.locator('button.stack-toggle');
+    await toggle.click();
+    eq(await toggle.getAttribute('aria-expanded'), 'true', what + ': expanded');
+    const stack = row.locator('xpath=following-sibling::tr[1]');
+    if (!(await stack.isVisible()) || !(await stack.getAttribute('class')).includes('stack-row')) fail(what + ': no stack row after expanding');
+    eq(await stack.locator('ol.stack > li > .fn').allTextContents(), site.frames.map(frameName), what + ': frames');
+    eq(await stack.locator('ol.stack > li.inlined').count(), site.frames.filter((f) => f.inlined).length, what + ': inlined frames');
+    eq(await stack.locator('ol.stack > li.site-frame > .fn').textContent(), frameName(site.frames[site.site_frame]), what + ': allocating frame');
+    return { toggle, stack };
+  };
+  // The site with the most frames in a function of the program (with a file and line).
+  const known = D.summary.sites.filter((st) => st.site.file && st.site.frames.length).sort((a, b) => b.site.frames.length - a.site.frames.length)[0];
+  if (!known) fail('no site with a file and line in the island');
+  const siteRow = page.locator(`#sites table.sites-table tbody tr[data-stack="${known.stack}"]`);
+  eq(await siteRow.locator('td.site .fn').textContent(), known.site.function, 'site row function');
+  const locText = await siteRow.locator('td.site .loc').textContent();
+  const base = known.site.file.split('/').pop() + ':' + known.site.line;
+  if (!locText.endsWith(base)) fail(`site row location: ${locText}, want …${base}`);
+  const opened = await stackOf(siteRow, known.site, 'site ' + known.stack);
+  await opened.toggle.click();
+  if (await opened.stack.isVisible()) fail('the stack row stays visible after collapsing');
+  await opened.toggle.click();
+  // The symbols line under the sites.
+  const st = D.symbols;
+  const line = await page.textContent('#symbols-line');
+  const n = (x) => x.toLocaleString('en-US');
+  if (!line.includes(`${n(st.with_lines + st.function_only)} of ${n(st.addresses)} address`)) fail('symbols line: ' + line);
+  for (const r of st.reasons) if (!line.includes(`(${n(r.addresses)})`)) fail(`symbols line without ${r.reason}: ${line}`);
+  // Leaks: the first context's first site, by function, with its stack.
+  const leakSite = D.leaks.domains[0].contexts[0].sites[0];
+  const leakRow = page.locator('#leaks table.leaks-table').first().locator('tbody tr.sub').first();
+  eq(await leakRow.locator('td.site .fn').textContent(), leakSite.site.function, 'leak row function');
+  if (leakSite.site.frames.length) await stackOf(leakRow, leakSite.site, 'leak');
+  results.sites = { functions: fnWant.length, sites: siteWant.length, expanded: known.site.function, frames: known.site.frames.length, leak: leakSite.site.function, symbols: line };
+
   // For the screenshot: the range, the treemap at "level loaded", textures expanded.
   await page.mouse.move(0, 0);
   await page.selectOption('#point', String(loaded));

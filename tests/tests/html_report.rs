@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use memreplay_demo::{LEAK_FUNCTION, LEVEL};
 use memreplay_tests::{run_demo, temp_log};
+use replay_cli::report::callstacks::{self, SymbolArgs};
 use replay_cli::report::{self, html, summarize, Progress, ReportArgs};
 use serde_json::Value;
 
@@ -21,7 +23,8 @@ fn demo_report(name: &str) -> (PathBuf, PathBuf, Value) {
     run_demo(DEMO, &[log.to_str().unwrap()]);
     let page = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.html"));
     let args = ReportArgs::new(&log);
-    report::run_html(&args, &page, &html::HtmlOptions::default(), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    report::run_html(&args, &SymbolArgs::default(), &page, &html::HtmlOptions::default(), Progress::Hidden)
+        .unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(&page).unwrap();
     let open = r#"<script type="application/json" id="report-data">"#;
     let start = text.find(open).expect("the data island") + open.len();
@@ -55,6 +58,16 @@ fn the_demos_island_agrees_with_summarize() {
         }
         assert_eq!(page[key], summary[key], "{key}");
     }
+    // The same sites; the page's are symbolicated (`site`), `summarize --json`'s are not.
+    let strip = |sites: &Value| -> Vec<Value> {
+        let mut v = sites.as_array().unwrap().clone();
+        v.iter_mut().for_each(|s| _ = s.as_object_mut().unwrap().remove("site"));
+        v
+    };
+    assert!(summary["sites"][0].get("site").is_none());
+    assert!(page["sites"][0]["site"].is_object());
+    let n = summary["sites"].as_array().unwrap().len();
+    assert_eq!(strip(&page["sites"])[..n], strip(&summary["sites"])[..], "sites");
     assert!(data["summary"]["process_memory"].is_object(), "the demo samples process memory");
 
     // The tree's figures add up to each domain's live, peak and allocated figures.
@@ -83,10 +96,94 @@ fn the_demos_island_agrees_with_summarize() {
     assert_eq!(data["tree"]["elided_contexts"], 0);
     assert_eq!(data["timeline"]["labels"].as_array().unwrap().len(), memreplay_demo::LABELS.len());
     assert_eq!(u(&data["timeline"]["frames"]["count"]), u(&summary["capture"]["frames"]));
-    // Leaks: the same as `leaks --json` (the demo's deliberate leak is in there).
-    let leaks: Value = serde_json::from_str(&report::to_json(&report::leaks::build(&loaded))).unwrap();
+    // Leaks: the same as `leaks --json` (the demo's deliberate leak is in there),
+    // symbolicated the same way.
+    let mut syms = callstacks::symbolizer(&loaded, &SymbolArgs::default()).unwrap();
+    let leaks: Value =
+        serde_json::from_str(&report::to_json(&report::leaks::build_symbolized(&loaded, &mut syms))).unwrap();
     assert_eq!(data["leaks"]["total_bytes"], leaks["total_bytes"]);
     assert_eq!(data["leaks"]["domains"], leaks["domains"]);
+}
+
+/// The function a site row or frame names, and its file.
+fn function_and_file(v: &Value) -> (&str, &str) {
+    (v["function"].as_str().unwrap_or(""), v["file"].as_str().unwrap_or(""))
+}
+
+#[test]
+fn the_demos_island_is_symbolicated() {
+    let (_, _, data) = demo_report("island-symbols");
+    // The demo is built with debug info and its binary is where it ran: most addresses
+    // resolve to files and lines, and the stats are the same object everywhere.
+    let stats = &data["symbols"];
+    let (addresses, with_lines) = (u(&stats["addresses"]), u(&stats["with_lines"]));
+    assert!(addresses > 0 && with_lines > addresses / 2, "{stats}");
+    assert_eq!(addresses, with_lines + u(&stats["function_only"]) + u(&stats["unresolved"]), "{stats}");
+    assert_eq!(data["leaks"]["symbols"], *stats);
+    assert_eq!(data["top"]["symbols"], *stats);
+
+    // By allocating function, ranked by bytes at the peak: the demo's loaders, in their
+    // source file, each with the callstacks merged into it.
+    assert_eq!((&data["top"]["by"], &data["top"]["group"]), (&Value::from("peak"), &Value::from("function")));
+    let heap = data["top"]["domains"].as_array().unwrap().iter().find(|d| d["domain"]["name"] == "heap").unwrap();
+    let rows = heap["rows"].as_array().unwrap();
+    for (function, file) in [
+        ("memreplay_demo::game::load_texture", "demo/src/game.rs"),
+        ("memreplay_demo::workers::decode", "demo/src/workers.rs"),
+    ] {
+        let r = rows.iter().find(|r| r["function"] == function).unwrap_or_else(|| {
+            panic!("no {function} in the top functions: {:?}", rows.iter().map(|r| &r["function"]).collect::<Vec<_>>())
+        });
+        assert!(r["file"].as_str().unwrap().ends_with(file), "{r}");
+        assert!(!r["stacks"].as_array().unwrap().is_empty());
+        assert!(r["lines"].as_array().unwrap().iter().all(|l| l["file"].as_str().unwrap().ends_with(file)), "{r}");
+        assert!(u(&r["peak"]["bytes"]) > 0);
+    }
+    let peaks: Vec<u64> = rows.iter().map(|r| u(&r["peak"]["bytes"])).collect();
+    assert!(peaks.windows(2).all(|w| w[0] >= w[1]), "largest at the peak first: {peaks:?}");
+
+    // By callstack: every site row keeps its raw return addresses and gets its site; the
+    // symbolicated frames come from those addresses (only frames at the top trimmed).
+    let sites = data["summary"]["sites"].as_array().unwrap();
+    assert!(!sites.is_empty());
+    let mut demo_functions = 0;
+    for st in sites {
+        let site = &st["site"];
+        assert_eq!(site["stack"], st["stack"]);
+        let raw: Vec<&str> = st["frames"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        let frames = site["frames"].as_array().unwrap();
+        assert_eq!(frames.is_empty(), raw.is_empty(), "{st}");
+        let mut last = 0;
+        for f in frames {
+            let at = raw.iter().position(|a| *a == f["address"].as_str().unwrap()).expect("a recorded address");
+            assert!(at >= last, "frames keep the recorded order: {st}");
+            last = at;
+        }
+        let (function, file) = function_and_file(site);
+        if function.starts_with("memreplay_demo::") {
+            demo_functions += 1;
+            assert!(file.contains("demo/src/"), "{site}");
+            assert!(site["line"].is_u64());
+            let f = &frames[u(&site["site_frame"]) as usize];
+            assert_eq!(function_and_file(f), (function, file));
+        }
+    }
+    assert!(demo_functions > 0, "no site in the demo's own functions");
+
+    // The leak: its function and file, in the context list and by callstack.
+    let heap = data["leaks"]["domains"].as_array().unwrap().iter().find(|d| d["domain"]["name"] == "heap").unwrap();
+    let cache = format!("Level:{LEVEL}/Scripts:cache");
+    let c = heap["contexts"].as_array().unwrap().iter().find(|c| c["context"] == cache.as_str()).expect("the leak");
+    let (function, file) = function_and_file(&c["sites"][0]["site"]);
+    assert_eq!(function, format!("memreplay_demo::game::{LEAK_FUNCTION}"));
+    assert!(file.ends_with("demo/src/game.rs"), "{file}");
+    let by_stack = heap["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stack"] == c["sites"][0]["stack"])
+        .expect("the leak by callstack");
+    assert_eq!(by_stack["site"], c["sites"][0]["site"]);
 }
 
 /// What the browser test needs, or why it cannot run.

@@ -1,7 +1,9 @@
 //! `report`: one self-contained HTML page to explore a log: the timeline (memory over
 //! time per domain, process memory, labels, peaks), a treemap and an expandable table of
 //! the context tree at the end, at each domain's peak or at a label, leaks, top
-//! allocation sites and the summary figures.
+//! allocation sites and the summary figures. Callstacks (the top sites, the allocating
+//! functions, the leaks) are symbolicated with one [`Symbolizer`] (`--symbols`), so each
+//! address is resolved once; the page shows what it resolved (`symbols`).
 //!
 //! The page is `html/page.html` with `html/report.css` and `html/report.js` inlined, plus
 //! one JSON data island (`<script type="application/json" id="report-data">`) built
@@ -24,10 +26,14 @@ use memreplay_format::DomainKind;
 use crate::replay::state::{FxMap, Held, NodeId, ROOT};
 use crate::replay::timeline::Bucket;
 use crate::replay::ReplayState;
+use crate::symbols::{SymbolStats, Symbolizer};
+use crate::CliError;
 
 use super::leaks::{self, Leaks};
 use super::select::{held_now, Point};
+use super::sites::Metric;
 use super::summarize::{self, Summary};
+use super::top::{self, Top, TopArgs};
 use super::{Loaded, SCHEMA_VERSION};
 
 /// Nodes of the context tree kept in the page unless `--max-nodes` says otherwise.
@@ -54,9 +60,15 @@ pub struct HtmlReport {
     /// The `summarize` report of the same log and options (capture facts, integrity,
     /// anomalies, domains, top contexts, instances, efficiency, temporaries, sites,
     /// process memory). `summary.domains[i]` is domain index `i` everywhere below.
+    /// Its `sites` have their callstacks symbolicated (`site`).
     pub summary: Summary,
-    /// The `leaks` report.
+    /// The `leaks` report, symbolicated.
     pub leaks: Leaks,
+    /// The `top` report (by allocating function, ranked by bytes at each domain's peak).
+    pub top: Top,
+    /// What symbolication found over every callstack of the page (also in
+    /// `leaks.symbols` and `top.symbols`).
+    pub symbols: SymbolStats,
     /// Per domain index: `cpu` (heap and other CPU-side kinds), `gpu` or `pool`
     /// (within another domain), for the table's heap and VRAM columns.
     pub domain_groups: Vec<&'static str>,
@@ -191,25 +203,36 @@ impl Default for HtmlOptions {
     }
 }
 
-/// Builds the data of the page. `l.sel.limit` cuts the lists (leaks, sites, ...).
-pub fn build(l: &Loaded, opts: &HtmlOptions) -> HtmlReport {
+/// Builds the data of the page. `l.sel.limit` cuts the lists (leaks, sites, ...);
+/// `syms` names their callstacks.
+pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<HtmlReport, CliError> {
     let state = l.state();
-    let summary = summarize::build(l);
-    let leaks = leaks::build(l);
+    let mut summary = summarize::build(l);
+    for s in &mut summary.sites {
+        s.site = Some((*syms.site(state, s.stack)).clone());
+    }
+    let mut leaks = leaks::build_symbolized(l, syms);
+    let top_args = TopArgs { by: Metric::Peak, ..TopArgs::new(&l.path) };
+    let mut top = top::build_with(l, &top_args, syms)?;
+    let symbols = syms.stats();
+    leaks.symbols = Some(symbols.clone());
+    top.symbols = symbols.clone();
     let domain_groups = l.sel.domains.iter().map(|&d| group(state, d)).collect();
     let (tree, out_of, label_points, initial_point) = tree(l, opts);
     let timeline = timeline(l, &out_of, &label_points);
-    HtmlReport {
+    Ok(HtmlReport {
         schema_version: SCHEMA_VERSION,
         report: "html",
         generator: format!("replay-cli {}", env!("CARGO_PKG_VERSION")),
         summary,
         leaks,
+        top,
+        symbols,
         domain_groups,
         timeline,
         tree,
         initial_point,
-    }
+    })
 }
 
 fn group(state: &ReplayState, domain: u32) -> &'static str {

@@ -365,6 +365,7 @@ pub fn run_export(
 /// (0). The output file is created before the replay, so a bad path fails at once.
 pub fn run_html(
     args: &ReportArgs,
+    symbols: &callstacks::SymbolArgs,
     output: &std::path::Path,
     opts: &html::HtmlOptions,
     progress: Progress,
@@ -373,20 +374,26 @@ pub fn run_html(
     if output.is_dir() {
         return Err(write_error(std::io::Error::other("it is a directory")));
     }
+    symbols.options()?;
     let file = std::fs::File::create(output).map_err(write_error)?;
-    let mut loaded = match load(args, progress) {
-        Ok(l) => l,
+    let built = load(args, progress).and_then(|mut loaded| {
+        loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
+        let start = Instant::now();
+        let mut syms = callstacks::symbolizer(&loaded, symbols)?;
+        let report = html::build(&loaded, opts, &mut syms)?;
+        tracing::debug!("symbolication: {}", report.symbols.text());
+        let text = if args.json { to_json(&report) } else { html::render(&report) };
+        tracing::debug!("built the HTML report ({} bytes) in {:.3} s", text.len(), start.elapsed().as_secs_f64());
+        Ok(text)
+    });
+    let text = match built {
+        Ok(t) => t,
         Err(e) => {
             drop(file);
             let _ = std::fs::remove_file(output);
             return Err(e);
         }
     };
-    loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
-    let start = Instant::now();
-    let report = html::build(&loaded, opts);
-    let text = if args.json { to_json(&report) } else { html::render(&report) };
-    tracing::debug!("built the HTML report ({} bytes) in {:.3} s", text.len(), start.elapsed().as_secs_f64());
     let mut w = std::io::BufWriter::new(file);
     std::io::Write::write_all(&mut w, text.as_bytes())
         .and_then(|()| std::io::Write::flush(&mut w))

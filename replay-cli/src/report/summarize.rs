@@ -10,6 +10,7 @@ use serde::Serialize;
 use memreplay_format::{header_flags, DomainKind};
 
 use crate::replay::state::{Anomalies, ROOT};
+use crate::symbols::SiteName;
 use crate::time::{format_ms, format_utc};
 
 use super::efficiency::{self, Container, ContextEfficiency, Usage};
@@ -89,6 +90,10 @@ pub struct SiteSummary {
     /// Callstack id in the log (0: allocated without a callstack).
     pub stack: u32,
     pub frames: Vec<String>,
+    /// The callstack symbolicated: only in the HTML report's island (`report`), never
+    /// in `summarize`'s own output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<SiteName>,
     pub total: Amount,
     /// Live at the end of the log.
     pub live: Amount,
@@ -525,6 +530,7 @@ fn top_sites(l: &Loaded, limit: usize) -> Vec<SiteSummary> {
                 domain: state.domain_name(s.domain),
                 stack: s.stack,
                 frames: leaks::frames(state, s.stack),
+                site: None,
                 total: Amount::new(s.now.total_bytes, s.now.total_count),
                 live: Amount::new(s.now.live_bytes, s.now.live_count),
                 peak: Amount::new(peak.bytes, peak.count),

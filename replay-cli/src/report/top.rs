@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::symbols::{Frame, SymbolStats};
+use crate::symbols::{Frame, SymbolStats, Symbolizer};
 use crate::CliError;
 
 use super::callstacks::{group_sites, lines_text, symbolizer, SymbolArgs};
@@ -141,9 +141,15 @@ pub struct TopRow {
 
 /// Builds `top` on a replayed log.
 pub fn build(l: &Loaded, args: &TopArgs) -> Result<Top, CliError> {
+    let mut syms = symbolizer(l, &args.symbols)?;
+    build_with(l, args, &mut syms)
+}
+
+/// Builds `top` with a symbolizer of the caller's (`args.symbols` is not read): the HTML
+/// report shares one across its lists, so each address is resolved once.
+pub fn build_with(l: &Loaded, args: &TopArgs, syms: &mut Symbolizer) -> Result<Top, CliError> {
     let state = l.state();
     let sel = &l.sel;
-    let mut syms = symbolizer(l, &args.symbols)?;
     let contexts = args.context.as_deref().map(|c| context_mask(state, c)).transpose()?;
     let q = SiteQuery { metric: args.by, by_context: false, contexts, live_at_point: true };
     let rows = collect(l, &q)?;
@@ -151,7 +157,7 @@ pub fn build(l: &Loaded, args: &TopArgs) -> Result<Top, CliError> {
     let mut domains = Vec::new();
     for &d in &sel.domains {
         let of_domain = rows.iter().filter(|r| r.domain == d).map(|r| (r.stack, r.figures));
-        let mut groups = group_sites(l, &mut syms, of_domain, args.stacks, |f| f.value(args.by));
+        let mut groups = group_sites(l, syms, of_domain, args.stacks, |f| f.value(args.by));
         if groups.is_empty() {
             continue;
         }

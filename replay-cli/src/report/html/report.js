@@ -902,37 +902,116 @@
   }
 
   // ---------------------------------------------------------------- leaks, sites, details
-  function framesCell(frames) {
-    if (!frames || !frames.length) return h('td', { class: 'frames muted' }, '(no callstack)');
-    const head = frames.slice(0, 3).join(' ‹ ');
-    if (frames.length <= 3) return h('td', { class: 'frames mono' }, head);
-    return h('td', { class: 'frames' }, h('details', { class: 'frames' }, h('summary', { class: 'mono' }, head + ' ‹ … (' + frames.length + ' frames)'), h('ol', null, frames.map((f) => h('li', null, f)))));
+  // Callstacks: a site is `{function, file, line, frames: [{function, file, line,
+  // inlined, module, offset, address}], site_frame, trimmed}` (JSON.md, "site"); the raw
+  // return addresses stay in the rows' `frames`. A row shows the allocating function and
+  // where in it; its toggle opens the whole stack below it, built on first use.
+  const REASONS = { 'symbolication-off': 'symbolication off', 'no-module': 'in no recorded module', 'binary-not-found': 'binary not found', 'build-id-mismatch': 'build id mismatch', 'unreadable-binary': 'unreadable binary', 'no-symbols': 'no symbols', 'no-debug-info': 'no line info' };
+  function shortPath(p) {
+    let m = /^\/rustc\/[^/]+\/(library\/.*)$/.exec(p);
+    if (m) return m[1];
+    m = /\/registry\/src\/[^/]+\/(.*)$/.exec(p);
+    if (m) return m[1];
+    const parts = p.split(/[\\/]/).filter((x) => x);
+    return parts.length > 3 ? '…/' + parts.slice(-3).join('/') : p;
   }
-  function simpleTable(heads, rows) {
-    return h('table', { class: 'data' }, h('thead', null, h('tr', null, heads.map((x) => h('th', { class: x.l ? 'l' : '' }, x.t)))), h('tbody', null, rows));
+  function location(file, line) { return file ? shortPath(file) + (line != null ? ':' + line : '') : null; }
+  function baseName(p) { return p.split(/[\\/]/).pop(); }
+  function frameName(f) { return f.function || (f.module ? f.module + '+' + f.offset : f.address); }
+  function siteCell(site, stack, raw, cols) {
+    const td = h('td', { class: 'l site' });
+    const name = site ? site.function : (stack ? 'stack ' + stack : '(no callstack)');
+    const has = site ? site.frames.length > 0 : raw && raw.length > 0;
+    if (has) {
+      const btn = h('button', { type: 'button', class: 'stack-toggle', 'aria-expanded': 'false', 'aria-label': 'callstack of ' + name, title: 'Show the callstack' + (stack ? ' (stack ' + stack + ')' : '') }, '▸');
+      btn.addEventListener('click', () => toggleStack(btn, site, raw, cols));
+      td.append(btn);
+    } else td.append(h('span', { class: 'stack-toggle none' }));
+    td.append(h('span', { class: 'fn', title: name }, name));
+    const where = site && location(site.file, site.line);
+    if (where) td.append(h('span', { class: 'loc', title: site.file + (site.line != null ? ':' + site.line : '') }, where));
+    return td;
+  }
+  function toggleStack(btn, site, raw, cols) {
+    const tr = btn.closest('tr');
+    let next = tr.nextElementSibling;
+    if (next && next.classList.contains('stack-row')) next.hidden = !next.hidden;
+    else {
+      next = h('tr', { class: 'stack-row' }, h('td', { class: 'l', colspan: cols }, stackView(site, raw)));
+      tr.after(next);
+    }
+    const open = !next.hidden;
+    btn.setAttribute('aria-expanded', String(open));
+    btn.textContent = open ? '▾' : '▸';
+    tr.classList.toggle('open', open);
+  }
+  function stackView(site, raw) {
+    const addrs = raw && raw.length ? 'return addresses: ' + raw.join(' ') : 'no return addresses';
+    if (!site) return h('div', { class: 'stack-view' }, h('ol', { class: 'stack' }, raw.map((a) => h('li', null, h('span', { class: 'fn' }, a)))), h('div', { class: 'stack-note' }, 'not symbolicated'));
+    const items = site.frames.map((f, i) => h('li', { class: (i === site.site_frame ? 'site-frame' : '') + (f.inlined ? ' inlined' : '') },
+      h('span', { class: 'fn', title: frameName(f) }, frameName(f)),
+      f.inlined ? h('span', { class: 'tag', title: 'inlined into the next frame' }, 'inlined') : null,
+      f.file ? h('span', { class: 'loc', title: f.file + (f.line != null ? ':' + f.line : '') }, location(f.file, f.line)) : null,
+      h('span', { class: 'addr' }, f.module ? f.module + '+' + f.offset : f.address)));
+    const note = ['innermost first', 'the allocating function highlighted'];
+    if (site.trimmed) note.push(plural(site.trimmed, 'recorder or allocator frame') + ' trimmed from the top');
+    return h('div', { class: 'stack-view' }, h('ol', { class: 'stack' }, items), h('div', { class: 'stack-note' }, note.join(' · ') + ' · ' + addrs));
+  }
+  function linesText(lines) {
+    const byFile = new Map();
+    for (const l of lines) { if (!byFile.has(l.file)) byFile.set(l.file, []); byFile.get(l.file).push(l.line); }
+    return [...byFile].map(([f, ls]) => shortPath(f) + ':' + ls.join(',')).join(' ');
+  }
+  function symbolsLine(st) {
+    const resolved = st.with_lines + st.function_only;
+    let t = count(resolved) + ' of ' + count(st.addresses) + (st.addresses === 1 ? ' address' : ' addresses') + ' resolved (' + count(st.with_lines) + ' with file and line); ' + count(st.unresolved) + ' unresolved.';
+    if (st.reasons.length) t += ' Why: ' + st.reasons.map((r) => (REASONS[r.reason] || r.reason) + (r.module ? ': ' + baseName(r.module) : '') + ' (' + count(r.addresses) + ')').join(', ') + '.';
+    return t;
+  }
+  function simpleTable(heads, rows, cls) {
+    return h('table', { class: 'data' + (cls ? ' ' + cls : '') }, h('thead', null, h('tr', null, heads.map((x) => h('th', { class: x.l ? 'l' : '' }, x.t)))), h('tbody', null, rows));
   }
   function renderLeaks() {
     const L = D.leaks, box = $('leaks');
     if (!L.domains.length) { box.append(h('p', { class: 'muted' }, 'Nothing live at the end: nothing leaked.')); return; }
-    box.append(h('p', null, bytes(L.total_bytes) + ' in ' + plural(L.total_count, 'allocation') + ' live at the end (top-level domains).'));
+    box.append(h('p', null, bytes(L.total_bytes) + ' in ' + plural(L.total_count, 'allocation') + ' live at the end (top-level domains), by context, then by allocation site.'));
     for (const d of L.domains) {
       const rows = [];
       for (const c of d.contexts) {
-        rows.push(h('tr', null, h('td', null, bytes(c.bytes)), h('td', null, count(c.count)), h('td', { class: 'l' }, h('b', null, c.context)), h('td', { class: 'l' }, '')));
-        for (const st of c.sites) rows.push(h('tr', null, h('td', null, bytes(st.bytes)), h('td', null, count(st.count)), h('td', { class: 'l muted' }, st.stack ? 'stack ' + st.stack : ''), framesCell(st.frames)));
-        if (c.hidden_sites) rows.push(h('tr', null, h('td'), h('td'), h('td', { class: 'l muted' }, '… ' + c.hidden_sites + ' more callstacks'), h('td')));
+        rows.push(h('tr', { class: 'ctx' }, h('td', null, bytes(c.bytes)), h('td', null, count(c.count)), h('td', { class: 'l' }, h('b', null, c.context))));
+        for (const st of c.sites) {
+          const tr = h('tr', { class: 'sub', 'data-stack': st.stack }, h('td', null, bytes(st.bytes)), h('td', null, count(st.count)), siteCell(st.site, st.stack, st.frames, 3));
+          rows.push(tr);
+        }
+        if (c.hidden_sites) rows.push(h('tr', { class: 'sub' }, h('td'), h('td'), h('td', { class: 'l muted' }, '… ' + c.hidden_sites + ' more callstacks')));
       }
-      if (d.hidden_contexts) rows.push(h('tr', null, h('td'), h('td'), h('td', { class: 'l muted' }, '… ' + d.hidden_contexts + ' more contexts'), h('td')));
+      if (d.hidden_contexts) rows.push(h('tr', null, h('td'), h('td'), h('td', { class: 'l muted' }, '… ' + d.hidden_contexts + ' more contexts')));
       box.append(h('h3', null, d.domain.name + ' · ' + bytes(d.bytes) + ' in ' + plural(d.count, 'allocation')));
-      box.append(simpleTable([{ t: 'bytes' }, { t: 'count' }, { t: 'context / callstack', l: 1 }, { t: 'frames (innermost first)', l: 1 }], rows));
+      box.append(simpleTable([{ t: 'bytes' }, { t: 'count' }, { t: 'context / allocation site', l: 1 }], rows, 'stacks leaks-table'));
     }
   }
   function renderSites() {
     const box = $('sites');
-    if (!S.sites.length) { box.append(h('p', { class: 'muted' }, S.selection.thread ? 'Sites are not kept per thread.' : 'No allocation sites.')); return; }
-    const rows = S.sites.map((st) => h('tr', null, h('td', null, bytes(st.total.bytes)), h('td', null, count(st.total.count)), h('td', null, bytes(st.peak.bytes)), h('td', null, bytes(st.live.bytes)), h('td', null, count(st.temporaries)),
-      h('td', { class: 'l' }, st.domain), h('td', { class: 'l muted' }, st.stack ? 'stack ' + st.stack : '-'), framesCell(st.frames)));
-    box.append(simpleTable([{ t: 'allocated' }, { t: 'count' }, { t: 'at peak' }, { t: 'at end' }, { t: 'temporaries' }, { t: 'domain', l: 1 }, { t: 'callstack', l: 1 }, { t: 'frames (innermost first)', l: 1 }], rows));
+    const fnRows = [];
+    for (const d of D.top.domains) {
+      for (const r of d.rows) {
+        fnRows.push(h('tr', { 'data-key': r.key }, h('td', null, bytes(r.peak && r.peak.bytes)), h('td', null, bytes(r.live && r.live.bytes)), h('td', null, bytes(r.total && r.total.bytes)), h('td', null, count(r.total && r.total.count)),
+          h('td', null, count(r.stacks.length)), h('td', { class: 'l' }, d.domain.name),
+          h('td', { class: 'l site' }, h('span', { class: 'fn', title: r.key }, r.function), r.lines.length ? h('span', { class: 'loc', title: r.lines.map((l) => l.file + ':' + l.line).join('\n') }, linesText(r.lines)) : null)));
+      }
+      if (d.hidden_rows) fnRows.push(h('tr', null, h('td'), h('td'), h('td'), h('td'), h('td'), h('td', { class: 'l' }, d.domain.name), h('td', { class: 'l muted' }, '… ' + d.hidden_rows + ' more functions')));
+    }
+    box.append(h('h3', null, 'By allocating function ', h('span', { class: 'muted' }, 'largest at each domain\'s peak first')));
+    if (fnRows.length) box.append(simpleTable([{ t: 'at peak' }, { t: 'live' }, { t: 'allocated' }, { t: 'allocations' }, { t: 'stacks' }, { t: 'domain', l: 1 }, { t: 'allocating function', l: 1 }], fnRows, 'functions-table'));
+    else box.append(h('p', { class: 'muted' }, 'No allocation sites.'));
+    box.append(h('h3', null, 'By callstack ', h('span', { class: 'muted' }, 'most bytes allocated over the recording first')));
+    if (!S.sites.length) box.append(h('p', { class: 'muted' }, S.selection.thread ? 'Callstacks are not kept per thread.' : 'No allocation sites.'));
+    else {
+      const rows = S.sites.map((st) => h('tr', { 'data-stack': st.stack }, h('td', null, bytes(st.total.bytes)), h('td', null, count(st.total.count)), h('td', null, bytes(st.peak.bytes)), h('td', null, bytes(st.live.bytes)), h('td', null, count(st.temporaries)),
+        h('td', { class: 'l' }, st.domain), siteCell(st.site, st.stack, st.frames, 7)));
+      box.append(simpleTable([{ t: 'allocated' }, { t: 'count' }, { t: 'at peak' }, { t: 'at end' }, { t: 'temporaries' }, { t: 'domain', l: 1 }, { t: 'allocation site (expand for the callstack)', l: 1 }], rows, 'stacks sites-table'));
+    }
+    box.append(h('p', { id: 'symbols-line', class: 'symbols-line muted small' }, 'Symbols: ' + symbolsLine(D.symbols)));
   }
   function renderDetails() {
     const box = $('details');
