@@ -434,8 +434,16 @@ fn diff_through_the_binary() {
     assert_eq!(contexts[0]["figures"]["live"]["change"].as_i64(), Some(500));
     let sites = v["sites"].as_array().unwrap();
     assert_eq!(sites.len(), 1);
-    // No module map in this log: frames are plain addresses.
-    assert_eq!(sites[0]["frames"], serde_json::json!(["0x401000", "0x402000"]));
+    // No module map in this log: nothing to symbolicate, the site is keyed by its raw
+    // frames, plain addresses, and says so.
+    assert_eq!(sites[0]["key"], "0x401000;0x402000");
+    assert_eq!(sites[0]["unresolved"], true);
+    let addresses: Vec<&str> =
+        sites[0]["frames"].as_array().unwrap().iter().map(|f| f["address"].as_str().unwrap()).collect();
+    assert_eq!(addresses, ["0x401000", "0x402000"]);
+    assert!(sites[0]["frames"].as_array().unwrap().iter().all(|f| f["reason"] == "no-module"));
+    assert!(v["sites_keyed_by"].as_str().unwrap().starts_with("callstack frames as module+0xoffset"));
+    assert!(v["symbols"]["before"]["unresolved"].as_u64() > Some(0));
     assert_eq!(sites[0]["figures"]["total"]["change"].as_i64(), Some(500));
 
     // --min-delta above the change hides it; a percentage below keeps it.
@@ -521,7 +529,9 @@ fn from_to_with_a_label_named_later_in_the_merged_order() {
         (ctx["context"].as_str(), ctx["bytes"].as_u64(), ctx["own_count"].as_u64()),
         (Some("Level:forest"), Some(100), Some(1))
     );
-    assert_eq!(v["domains"][0]["sites"][0]["frames"], serde_json::json!(["0x401000"]));
+    let site = &v["domains"][0]["sites"][0];
+    assert_eq!((site["key"].as_str(), site["stack"].as_u64()), (Some("0x401000"), Some(1)));
+    assert_eq!(site["frames"][0]["address"], "0x401000");
     let text = stdout(&cli(&["diff", p, "--from", "start", "--to", "end"]));
     assert!(text.contains("allocated after \"start\"") && text.contains("Level:forest"), "{text}");
 }

@@ -2,27 +2,36 @@
 //! changed parameter (more textures, a second leak) give exactly the deltas the demo's
 //! constants fix; a log against itself shows no change; `--from/--to` finds what the
 //! level load left behind; the example budget holds for the demo and breaks, rule by
-//! rule, when the demo grows.
+//! rule, when the demo grows. Allocation sites are matched by symbolicated allocating
+//! function (or whole callstack with `--stacks`), and by raw `module+0xoffset` frames
+//! when the binary is gone.
 
 use std::path::{Path, PathBuf};
 
 use memreplay_demo::{
-    expected, Expected, CONSOLE_CAPACITY, ENTITY_BYTES, ENTITY_POOL, EXTRA_LEAK_BYTES, LABELS, LEAK_BYTES, LEVEL,
-    LEVEL_ENTITIES, VRAM_LOCAL, VRAM_SYSTEM,
+    expected, Expected, CONSOLE_CAPACITY, ENTITY_BYTES, ENTITY_POOL, EXTRA_LEAK_BYTES, EXTRA_LEAK_FUNCTION, LABELS,
+    LEAK_BYTES, LEVEL, LEVEL_ENTITIES, VRAM_LOCAL, VRAM_SYSTEM,
 };
 use memreplay_tests::{run_demo, temp_log};
 use replay_cli::check::{self, CheckArgs};
-use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, Status};
+use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, SiteDiff, Status};
 use replay_cli::report::{range, At, Progress};
+use replay_cli::symbols::{Reason, Resolution};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
+const LOAD_TEXTURE: &str = "memreplay_demo::game::load_texture";
 
 /// Runs the demo with `args` into a fresh log; returns its path and what to expect.
 fn record(name: &str, args: &[&str]) -> (PathBuf, Expected) {
+    record_with(DEMO, name, args)
+}
+
+/// Runs the demo binary `exe` with `args` into a fresh log.
+fn record_with(exe: &str, name: &str, args: &[&str]) -> (PathBuf, Expected) {
     let path = temp_log(name);
     let mut all = vec![path.to_str().unwrap()];
     all.extend_from_slice(args);
-    run_demo(DEMO, &all);
+    run_demo(exe, &all);
     let Ok(memreplay_demo::Command::Run(opts)) = memreplay_demo::parse_args(all.iter().map(Into::into)) else {
         panic!("the arguments parse")
     };
@@ -30,14 +39,37 @@ fn record(name: &str, args: &[&str]) -> (PathBuf, Expected) {
 }
 
 fn diff_of(before: &Path, after: &Path, at: Option<&str>) -> Diff {
-    let args = DiffArgs {
+    diff_with(before, after, at, |_| {})
+}
+
+fn diff_with(before: &Path, after: &Path, at: Option<&str>, f: impl FnOnce(&mut DiffArgs)) -> Diff {
+    let mut args = DiffArgs {
         before: before.to_owned(),
         after: Some(after.to_owned()),
         at: at.map(|l| At::Label(l.into())),
         limit: Some(0),
         ..DiffArgs::default()
     };
+    f(&mut args);
     diff::build(&args, after, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The site row of `function` in `domain` (by function: exactly one).
+fn site_of<'a>(d: &'a Diff, domain: &str, function: &str) -> &'a SiteDiff {
+    let rows: Vec<&SiteDiff> = d.sites.iter().filter(|s| s.domain == domain && s.function == function).collect();
+    assert_eq!(rows.len(), 1, "{function} in {domain}: {:#?}", d.sites.iter().map(|s| &s.key).collect::<Vec<_>>());
+    rows[0]
+}
+
+/// Per domain, the sum of the sites' changes of total bytes must be the domain's (every
+/// allocation has one site, listed when it changed: `--limit 0`).
+fn sites_add_up(d: &Diff) {
+    for dom in &d.domains {
+        let of = |f: fn(&SiteDiff) -> i64| d.sites.iter().filter(|s| s.domain == dom.domain).map(f).sum::<i64>();
+        assert_eq!(of(|s| s.figures.total.change), dom.figures.total.change, "{} total", dom.domain);
+        assert_eq!(of(|s| s.figures.total_count.change), dom.figures.total_count.change, "{} count", dom.domain);
+        assert_eq!(of(|s| s.figures.live.change), dom.figures.live.change, "{} live", dom.domain);
+    }
 }
 
 fn context<'a>(d: &'a Diff, domain: &str, path: &str) -> &'a ContextDiff {
@@ -108,22 +140,49 @@ fn more_textures_and_a_new_leak_give_the_exact_deltas() {
     // The first leak is the same in both.
     assert!(!d.contexts.iter().any(|c| c.context == format!("Level:{LEVEL}/Scripts:cache")));
 
-    // Sites, keyed by module-relative frames: the VRAM texture site allocates the new
-    // textures; the shader table's site is new.
-    let site = d
-        .sites
-        .iter()
-        .find(|s| s.domain == VRAM_LOCAL && s.figures.total_count.change == new_textures.len() as i64)
-        .expect("the VRAM texture site");
+    // Sites, by allocating function: the GPU heap wrapper allocates the new textures'
+    // VRAM; the texture loader their CPU copies and compressed "files" (a quarter of the
+    // copy each); the shader table's leak is a new function.
+    assert_eq!(d.group, "function");
+    assert!(d.sites_keyed_by.starts_with("allocating function"), "{}", d.sites_keyed_by);
+    let site = site_of(&d, VRAM_LOCAL, "memreplay_demo::gpu::GpuHeap::alloc");
+    assert_eq!(site.figures.total_count.change, new_textures.len() as i64);
     assert_eq!(site.figures.total.change, new_vram as i64);
     assert_eq!(site.figures.peak.change, new_vram as i64);
-    assert!(!site.frames.is_empty() && site.frames.iter().all(|f| f.contains("+0x")), "{:?}", site.frames);
-    assert!(
-        d.sites.iter().any(|s| s.domain == "heap"
-            && s.status == Status::New
-            && s.figures.live.after == Some(EXTRA_LEAK_BYTES as u64)),
-        "the new leak's site"
-    );
+    assert!(!site.unresolved && site.lines.iter().all(|l| l.file.ends_with("demo/src/gpu.rs")), "{site:#?}");
+    assert!(site.stacks_before.len() >= 2, "textures and meshes: two callstacks in one function");
+    let new_heap: u64 = new_textures.iter().map(|t| t.heap_bytes).sum();
+    let new_files: u64 = new_textures.iter().map(|t| t.heap_bytes / 4).sum();
+    let tex = site_of(&d, "heap", LOAD_TEXTURE);
+    assert_eq!(tex.status, Status::Changed);
+    assert_eq!(tex.figures.total.change, (new_heap + new_files) as i64);
+    assert_eq!(tex.figures.total_count.change, 2 * new_textures.len() as i64);
+    assert_eq!(tex.figures.live.change, 0, "the level unload frees the copies");
+    assert!(tex.file.as_deref().is_some_and(|f| f.ends_with("demo/src/game.rs")) && tex.line.is_some());
+    assert!(tex.frames.iter().any(|f| f.function.as_deref() == Some(LOAD_TEXTURE)));
+    let leak = site_of(&d, "heap", &format!("memreplay_demo::game::{EXTRA_LEAK_FUNCTION}"));
+    assert_eq!(leak.status, Status::New);
+    assert_eq!((leak.figures.live.after, leak.figures.live_count.after), (Some(EXTRA_LEAK_BYTES as u64), Some(1)));
+    assert!(leak.stacks_before.is_empty() && !leak.stacks_after.is_empty());
+    sites_add_up(&d);
+    assert!(d.symbols.before.with_lines > 0 && d.symbols.after.with_lines > 0, "{:?}", d.symbols);
+
+    // --stacks: whole callstacks, still adding up to the domains' changes; the loader's
+    // stacks add up to its function's row.
+    let s = diff_with(&a, &b, None, |a| a.stacks = true);
+    assert_eq!(s.group, "stack");
+    assert!(s.sites_keyed_by.starts_with("whole callstack"), "{}", s.sites_keyed_by);
+    sites_add_up(&s);
+    assert!(s.sites.len() > d.sites.len(), "{} stacks, {} functions", s.sites.len(), d.sites.len());
+    for site in s.sites.iter().filter(|x| !x.frames.is_empty()) {
+        assert_eq!(site.key.split(';').count(), site.frames.len(), "{}", site.key);
+        assert_eq!(site.stacks_before.len().max(site.stacks_after.len()), 1, "{}", site.key);
+    }
+    let loader: Vec<&SiteDiff> = s.sites.iter().filter(|x| x.domain == "heap" && x.function == LOAD_TEXTURE).collect();
+    assert!(!loader.is_empty());
+    assert_eq!(loader.iter().map(|x| x.figures.total.change).sum::<i64>(), tex.figures.total.change);
+    assert!(s.to_text().contains(&format!("{LOAD_TEXTURE} (")), "frames with file and line:\n{}", s.to_text());
+
     // Largest change first.
     let sizes: Vec<u64> = d.contexts.iter().map(|c| c.figures.magnitude()).collect();
     assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
@@ -143,8 +202,21 @@ fn more_textures_and_a_new_leak_give_the_exact_deltas() {
     assert_eq!(t.figures.live.change, new_vram as i64);
     assert_eq!(t.figures.per_instance.before, Some(ea.texture_vram_bytes as f64 / 8.0));
     assert_eq!(t.figures.per_instance.after, Some(eb.texture_vram_bytes as f64 / 12.0));
+    // The texture loader's site: exactly the new CPU copies are live there.
+    let tex = site_of(&d, "heap", LOAD_TEXTURE);
+    assert_eq!(tex.figures.live.change, new_heap as i64);
+    assert_eq!(tex.figures.live_count.change, new_textures.len() as i64);
     let text = d.to_text();
-    for needle in ["domains", VRAM_LOCAL, "Texture:rock_1.dds (new)", "per instance", "module+offset"] {
+    for needle in [
+        "domains",
+        VRAM_LOCAL,
+        "Texture:rock_1.dds (new)",
+        "per instance",
+        "keyed by allocating function",
+        LOAD_TEXTURE,
+        "symbols before: ",
+        "symbols after: ",
+    ] {
         assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
     }
 
@@ -169,10 +241,10 @@ fn more_textures_and_a_new_leak_give_the_exact_deltas() {
 #[test]
 fn a_log_against_itself_shows_no_change() {
     let (a, _) = record("self.mrl", &["--textures", "3", "--frames", "4"]);
-    for at in [None, Some(LABELS[1])] {
-        let d = diff_of(&a, &a, at);
+    for (at, stacks) in [(None, false), (Some(LABELS[1]), false), (None, true)] {
+        let d = diff_with(&a, &a, at, |x| x.stacks = stacks);
         assert!(!d.changed, "{:?}", d.contexts.first());
-        assert!(d.contexts.is_empty() && d.sites.is_empty());
+        assert!(d.contexts.is_empty() && d.sites.is_empty(), "{:#?}", d.sites.first());
         assert!(d.domains.iter().all(|x| x.status == Status::Unchanged && x.figures.peak.change == 0));
         assert!(d.unchanged_contexts > 0 && d.unchanged_sites > 0);
         assert!(d.to_text().contains("no change"), "{}", d.to_text());
@@ -214,8 +286,26 @@ fn from_to_finds_what_the_level_load_left_behind() {
         (vram_tex.bytes, vram_tex.count, vram_tex.own_bytes),
         (e.texture_vram_bytes, e.textures.len() as u64, 0)
     );
-    // Sites: the texture VRAM site holds one allocation per texture.
-    assert!(vram.sites.iter().any(|s| s.bytes == e.texture_vram_bytes && s.count == e.textures.len() as u64));
+    // Sites, by function: the GPU heap wrapper holds every VRAM allocation of the level;
+    // the texture loader the CPU copies (the "files" are freed by then).
+    assert_eq!(r.group, "function");
+    assert!(r.sites_keyed_by.starts_with("allocating function"), "{}", r.sites_keyed_by);
+    assert_eq!(vram.sites.len(), 1, "{:#?}", vram.sites);
+    assert_eq!(vram.sites[0].function, "memreplay_demo::gpu::GpuHeap::alloc");
+    assert_eq!((vram.sites[0].bytes, vram.sites[0].count), (vram.bytes, vram.count));
+    assert!(vram.sites[0].stacks.len() >= 2);
+    let loader = heap.sites.iter().find(|s| s.function == LOAD_TEXTURE).expect("the texture loader");
+    assert_eq!((loader.bytes, loader.count), (e.texture_heap_bytes, e.textures.len() as u64));
+    assert!(r.symbols.with_lines > 0);
+    assert!(r.to_text().contains(LOAD_TEXTURE), "{}", r.to_text());
+    // By whole callstack: the texture VRAM callstack holds one allocation per texture.
+    let stacks = range::build(&DiffArgs { stacks: true, ..args.clone() }, LABELS[0], LABELS[1], Progress::Hidden)
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(stacks.group, "stack");
+    let svram = stacks.domains.iter().find(|d| d.domain.name == VRAM_LOCAL).unwrap();
+    assert!(svram.sites.iter().any(|s| s.bytes == e.texture_vram_bytes && s.count == e.textures.len() as u64));
+    assert_eq!(svram.sites.iter().map(|s| s.bytes).sum::<u64>(), vram.bytes);
+    assert!(svram.sites.iter().all(|s| s.stacks == [s.stack] && s.key.contains(';')));
     assert_eq!(r.total.bytes, heap.bytes + vram.bytes, "top-level domains only");
 
     // Gameplay leaves nothing in VRAM or the pool by the time the level is unloaded.
@@ -227,6 +317,86 @@ fn from_to_finds_what_the_level_load_left_behind() {
     let err = range::build(&args, "boss fight", LABELS[1], Progress::Hidden).err().unwrap().to_string();
     assert!(err.contains("no label \"boss fight\"") && err.contains("\"level loaded\""), "{err}");
     let _ = std::fs::remove_file(a);
+}
+
+#[test]
+fn a_missing_binary_falls_back_to_raw_frames() {
+    // Two runs of a copy of the demo, the copy deleted afterwards, `--symbols` pointing at
+    // an empty directory: nothing can be symbolicated.
+    let dir = temp_log("diff-missing");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (run, empty) = (dir.join("run"), dir.join("empty"));
+    for d in [&run, &empty] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let exe = run.join("demo-copy");
+    std::fs::copy(DEMO, &exe).unwrap();
+    let (a, ea) = record_with(exe.to_str().unwrap(), "diff-missing-a.mrl", &["--textures", "2", "--frames", "4"]);
+    let (b, eb) = record_with(exe.to_str().unwrap(), "diff-missing-b.mrl", &["--textures", "3", "--frames", "4"]);
+    let exe = std::fs::canonicalize(&exe).unwrap();
+    std::fs::remove_file(&exe).unwrap();
+    let new_vram = eb.texture_vram_bytes - ea.texture_vram_bytes;
+
+    for stacks in [false, true] {
+        let d = diff_with(&a, &b, None, |x| {
+            x.symbols.symbols = vec![empty.clone()];
+            x.stacks = stacks;
+        });
+        // Said in words and in the stats of both logs.
+        assert!(d.sites_keyed_by.starts_with("callstack frames as module+0xoffset"), "{}", d.sites_keyed_by);
+        for st in [&d.symbols.before, &d.symbols.after] {
+            assert!(
+                st.reasons
+                    .iter()
+                    .any(|r| r.reason == Reason::BinaryNotFound && r.module.as_deref() == Some(exe.to_str().unwrap())),
+                "{st:?}"
+            );
+            assert!(st.unresolved > 0);
+        }
+        // Every row keyed by its raw frames, which still match across two runs (ASLR):
+        // the texture VRAM callstack grows by exactly the new texture, it is not new.
+        assert!(!d.sites.is_empty());
+        for s in &d.sites {
+            assert!(s.unresolved || s.frames.is_empty(), "{s:#?}");
+            assert!(s.frames.iter().all(|f| f.resolution == Resolution::None), "{s:#?}");
+            let names: Vec<String> = s.frames.iter().map(|f| f.name()).collect();
+            assert_eq!(s.key, if names.is_empty() { s.function.clone() } else { names.join(";") });
+        }
+        let vram = d
+            .sites
+            .iter()
+            .find(|s| s.domain == VRAM_LOCAL && s.figures.total.change == new_vram as i64)
+            .unwrap_or_else(|| panic!("the texture VRAM callstack: {:#?}", d.sites));
+        assert_eq!((vram.status, vram.figures.total_count.change), (Status::Changed, 1));
+        assert!(vram.key.contains("demo-copy+0x"), "{}", vram.key);
+        sites_add_up(&d);
+        let text = d.to_text();
+        for needle in ["keyed by callstack frames as module+0xoffset", "binary not found", "demo-copy+0x"] {
+            assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
+        }
+    }
+    // The same in JSON, through the command.
+    let args = DiffArgs {
+        before: a.clone(),
+        after: Some(b.clone()),
+        json: true,
+        symbols: replay_cli::report::callstacks::SymbolArgs { symbols: vec![empty.clone()], no_symbols: false },
+        ..DiffArgs::default()
+    };
+    let mut out = Vec::new();
+    diff::run(&args, Progress::Hidden, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(v["sites_keyed_by"].as_str().unwrap().contains("module+0xoffset"));
+    for side in ["before", "after"] {
+        let reasons = v["symbols"][side]["reasons"].as_array().unwrap();
+        assert!(reasons.iter().any(|r| r["reason"] == "binary-not-found"), "{reasons:?}");
+    }
+    let sites = v["sites"].as_array().unwrap();
+    assert!(sites.iter().any(|s| s["frames"][0]["module"] == "demo-copy" && s["unresolved"] == true), "{sites:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+    for p in [a, b] {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// The example budget, as the README's CI recipe uses it.

@@ -2,34 +2,42 @@
 //! per context and per allocation site, largest change first.
 //!
 //! Contexts are matched by path — (type, name) at each level — and domains by name, so
-//! the two logs need not share any id. Allocation sites are matched by their callstack,
-//! each frame written as `module+offset` (module-relative addresses do not move with
-//! address-space randomization, so two runs of one build match; different builds match
-//! once callstacks are symbolicated, which this analyzer does not do yet).
+//! the two logs need not share any id. Allocation sites are symbolicated, each log by its
+//! own [`Symbolizer`] (its modules, its addresses), and matched by allocating function
+//! ([`SiteName::function_key`], the figures of every callstack with that key summed) or,
+//! with `--stacks`, by whole symbolicated callstack ([`SiteName::stack_key`]). Neither
+//! depends on addresses, so two builds match too. A site whose allocating function is
+//! unresolved (no binary, no symbols) is keyed by its whole callstack, its frames as
+//! `module+0xoffset`: module-relative addresses do not move with address-space
+//! randomization, so two runs of one build still match. [`site_key`] is the rule.
 //! `diff game.mrl --from A --to B` (one log) is in [`super::range`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use serde::Serialize;
 
 use crate::replay::state::ROOT;
+use crate::symbols::{Frame, Resolution, SiteName, SymbolStats, Symbolizer};
 use crate::CliError;
+
+use super::callstacks::{lines_text, symbolizer, SymbolArgs};
 
 use super::compare::{path_text, DomainMetrics, LevelPath, LogFigures, Metrics};
 use super::observed::{self, Observed, Wanted};
 use super::select::{parse_at, At, PointInfo, ReportArgs};
 use super::table::{size, Align, Table};
+use super::top::SourceLine;
 use super::{Progress, SCHEMA_VERSION};
 
 /// Rows per list unless `--limit` says otherwise (`--limit 0`: every row).
 pub const DEFAULT_LIMIT: usize = 25;
 
-/// How callstacks are matched across logs (said in the output).
-pub const SITES_KEYED_BY: &str = "callstack frames as module+offset (raw return addresses relative to their module; \
-     symbolication would key them by function)";
+/// Frames printed per site with `--stacks` (JSON has them all).
+const TEXT_FRAMES: usize = 12;
 
 /// Rows whose change is smaller than this are hidden (`--min-delta`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,9 +86,15 @@ pub struct DiffArgs {
     /// Rows per list (default 25; 0 for every row).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Match allocation sites by whole symbolicated callstack instead of by allocating
+    /// function.
+    #[arg(long)]
+    pub stacks: bool,
     /// Machine-readable JSON output (exact integers; see JSON.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
 }
 
 impl DiffArgs {
@@ -150,11 +164,23 @@ pub struct Diff {
     /// Changed contexts left out by `--min-delta` or `--limit`.
     pub hidden_contexts: u64,
     pub unchanged_contexts: u64,
-    pub sites_keyed_by: &'static str,
+    /// `"function"` or `"stack"` (`--stacks`).
+    pub group: &'static str,
+    /// How sites were matched across the logs, in words (see [`keyed_by`]).
+    pub sites_keyed_by: String,
     /// Allocation sites that changed, largest change first.
     pub sites: Vec<SiteDiff>,
     pub hidden_sites: u64,
     pub unchanged_sites: u64,
+    /// Symbolication of each log.
+    pub symbols: BothSymbols,
+}
+
+/// What symbolication found in each log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BothSymbols {
+    pub before: SymbolStats,
+    pub after: SymbolStats,
 }
 
 /// One of the two logs.
@@ -326,13 +352,27 @@ pub struct ContextDiff {
     pub figures: FigureChanges,
 }
 
-/// One allocation site (callstack) in one domain.
+/// One allocation site (an allocating function, or a callstack) in one domain.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SiteDiff {
     pub domain: String,
-    /// Innermost first, as `module+0xoffset` (or a hex address outside every module);
-    /// empty for allocations recorded without a callstack.
-    pub frames: Vec<String>,
+    /// What the site is matched by (see [`site_key`]).
+    pub key: String,
+    /// The allocating function (`module+0xoffset` when unresolved).
+    pub function: String,
+    /// Where in it (of the callstack with most of the figures; the log after's first).
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Every line it allocated from, in either log.
+    pub lines: Vec<SourceLine>,
+    /// The allocating function is unresolved: the key is the raw callstack.
+    pub unresolved: bool,
+    /// Callstack ids merged in the row, in each log.
+    pub stacks_before: Vec<u32>,
+    pub stacks_after: Vec<u32>,
+    /// The frames of the callstack with most of the figures (the log after's first),
+    /// innermost first, trimmed; empty for allocations recorded without a callstack.
+    pub frames: Vec<Frame>,
     pub status: Status,
     pub figures: SiteChanges,
 }
@@ -389,6 +429,95 @@ struct SiteFigures {
     total_count: u64,
 }
 
+impl SiteFigures {
+    fn weight(&self) -> u64 {
+        self.peak.max(self.live).max(self.total)
+    }
+}
+
+/// The key a site is matched by across logs, and whether it is the raw callstack: the
+/// allocating function's key ([`SiteName::function_key`]) or, `by_stack`, the whole
+/// stack's ([`SiteName::stack_key`]). A site whose allocating function is unresolved is
+/// keyed by its whole stack in either case: its frames as `module+0xoffset` (alone, the
+/// innermost unresolved frame would merge every site of the module, recorder frames not
+/// being trimmed without symbols).
+pub fn site_key(site: &SiteName, by_stack: bool) -> (String, bool) {
+    let unresolved = site_unresolved(site);
+    if by_stack || unresolved {
+        (site.stack_key(), unresolved)
+    } else {
+        (site.function_key(), false)
+    }
+}
+
+/// Whether a site's allocating function is unresolved (`module+0xoffset`).
+pub fn site_unresolved(site: &SiteName) -> bool {
+    site.frames.get(site.site_frame as usize).is_some_and(|f| f.resolution == Resolution::None)
+}
+
+/// Sites of one log merged under one key.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyedSite {
+    /// The site with the most of the figures.
+    pub site: Arc<SiteName>,
+    pub unresolved: bool,
+    /// Callstack ids, ascending.
+    pub stacks: Vec<u32>,
+    /// Distinct (file, line) of the merged sites, sorted.
+    pub lines: Vec<(String, u32)>,
+    best: u64,
+}
+
+impl KeyedSite {
+    pub(crate) fn new(site: Arc<SiteName>, unresolved: bool) -> KeyedSite {
+        KeyedSite { site, unresolved, stacks: Vec::new(), lines: Vec::new(), best: 0 }
+    }
+
+    /// Merges one more callstack's site, of `weight`.
+    pub(crate) fn add(&mut self, site: &Arc<SiteName>, weight: u64) {
+        if let Err(i) = self.stacks.binary_search(&site.stack) {
+            self.stacks.insert(i, site.stack);
+        }
+        if let (Some(f), Some(n)) = (&site.file, site.line) {
+            if let Err(i) = self.lines.binary_search_by(|(gf, gn)| (gf.as_str(), *gn).cmp(&(f.as_str(), n))) {
+                self.lines.insert(i, (f.clone(), n));
+            }
+        }
+        if weight > self.best || self.best == 0 {
+            self.best = weight;
+            self.site = site.clone();
+        }
+    }
+}
+
+/// How sites were keyed, in words: by function or stack, and how many callstacks of
+/// each log (`(log, raw, callstacks)`; the log's name may be empty) fell back to their
+/// raw `module+0xoffset` frames.
+pub fn keyed_by(by_stack: bool, logs: &[(&str, u64, u64)]) -> String {
+    let raw: u64 = logs.iter().map(|l| l.1).sum();
+    if raw > 0 && logs.iter().all(|l| l.1 == l.2) {
+        return "callstack frames as module+0xoffset (no symbols for the allocating functions: raw return \
+                addresses relative to their module, which match across runs of one build only)"
+            .into();
+    }
+    let base = if by_stack {
+        "whole callstack, symbolicated (every frame's function, file and line)"
+    } else {
+        "allocating function (the figures of its callstacks summed)"
+    };
+    if raw == 0 {
+        return base.into();
+    }
+    let counts: Vec<String> = logs
+        .iter()
+        .map(|(log, raw, n)| format!("{log}{}{raw} of {n} callstacks", if log.is_empty() { "" } else { ": " }))
+        .collect();
+    format!(
+        "{base}; callstacks whose allocating function is unresolved by their frames as module+0xoffset ({})",
+        counts.join(", ")
+    )
+}
+
 /// Loads one side: the replay with its modules and, with `--at LABEL`, the live
 /// allocations at the label (for the sites).
 fn load_side(path: &std::path::Path, args: &DiffArgs, progress: Progress) -> Result<Observed, CliError> {
@@ -399,6 +528,7 @@ fn load_side(path: &std::path::Path, args: &DiffArgs, progress: Progress) -> Res
 
 /// The diff of `args.before` and `after`.
 pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Result<Diff, CliError> {
+    args.symbols.options()?;
     let a = load_side(&args.before, args, progress)?;
     let b = load_side(after, args, progress)?;
     let fa = LogFigures::new(a.loaded.state(), &a.loaded.sel);
@@ -480,10 +610,12 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
         contexts.truncate(n);
     }
 
-    // Allocation sites by (domain, frames).
-    let sa = site_figures(&a, args)?;
-    let sb = site_figures(&b, args)?;
-    let mut keys: Vec<&(String, Vec<String>)> = sa.keys().chain(sb.keys()).collect();
+    // Allocation sites by (domain, key), each log symbolicated on its own.
+    let mut syms_a = symbolizer(&a.loaded, &args.symbols)?;
+    let mut syms_b = symbolizer(&b.loaded, &args.symbols)?;
+    let (sa, raw_a) = site_figures(&a, args, &mut syms_a)?;
+    let (sb, raw_b) = site_figures(&b, args, &mut syms_b)?;
+    let mut keys: Vec<&(String, String)> = sa.keys().chain(sb.keys()).collect();
     keys.sort();
     keys.dedup();
     let mut sites = Vec::new();
@@ -493,7 +625,7 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
             continue;
         }
         let (before, after) = (sa.get(key), sb.get(key));
-        let c = |f: fn(&SiteFigures) -> u64| Change::new(before.map(f), after.map(f));
+        let c = |f: fn(&SiteFigures) -> u64| Change::new(before.map(|s| f(&s.1)), after.map(|s| f(&s.1)));
         let figures = SiteChanges {
             peak: c(|s| s.peak),
             live: c(|s| s.live),
@@ -506,14 +638,32 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
             unchanged_sites += 1;
             continue;
         }
-        sites.push(SiteDiff { domain: key.0.clone(), frames: key.1.clone(), status, figures });
+        let shown = after.or(before).map(|s| &s.0).expect("a key of either log");
+        let mut lines: Vec<(String, u32)> = before.iter().chain(after.iter()).flat_map(|s| s.0.lines.clone()).collect();
+        lines.sort();
+        lines.dedup();
+        let site = &shown.site;
+        sites.push(SiteDiff {
+            domain: key.0.clone(),
+            key: key.1.clone(),
+            function: site.function.clone(),
+            file: site.file.clone(),
+            line: site.line,
+            lines: lines.into_iter().map(|(file, line)| SourceLine { file, line }).collect(),
+            unresolved: shown.unresolved,
+            stacks_before: before.map_or_else(Vec::new, |s| s.0.stacks.clone()),
+            stacks_after: after.map_or_else(Vec::new, |s| s.0.stacks.clone()),
+            frames: site.frames.clone(),
+            status,
+            figures,
+        });
     }
     sites.sort_by(|x, y| {
         y.figures
             .magnitude()
             .cmp(&x.figures.magnitude())
             .then_with(|| x.domain.cmp(&y.domain))
-            .then_with(|| x.frames.cmp(&y.frames))
+            .then_with(|| x.key.cmp(&y.key))
     });
     let changed_sites = sites.len() as u64;
     sites.retain(|s| keep(args.min_delta, &s.figures.as_figures()));
@@ -543,10 +693,12 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
         hidden_contexts: changed_contexts - contexts.len() as u64,
         contexts,
         unchanged_contexts,
-        sites_keyed_by: SITES_KEYED_BY,
+        group: if args.stacks { "stack" } else { "function" },
+        sites_keyed_by: keyed_by(args.stacks, &[("before", raw_a.0, raw_a.1), ("after", raw_b.0, raw_b.1)]),
         hidden_sites: changed_sites - sites.len() as u64,
         sites,
         unchanged_sites,
+        symbols: BothSymbols { before: syms_a.stats(), after: syms_b.stats() },
     })
 }
 
@@ -573,9 +725,14 @@ fn keep(min: Option<MinDelta>, f: &FigureChanges) -> bool {
     }
 }
 
-/// Every site of one log keyed by (domain name, frames as module+offset), with its live
-/// figures at the point of the selection.
-fn site_figures(o: &Observed, args: &DiffArgs) -> Result<HashMap<(String, Vec<String>), SiteFigures>, CliError> {
+/// One log's sites keyed by (domain name, [`site_key`]), with their live figures at the
+/// point of the selection; and (callstacks keyed by their raw frames, callstacks).
+#[allow(clippy::type_complexity)]
+fn site_figures(
+    o: &Observed,
+    args: &DiffArgs,
+    syms: &mut Symbolizer,
+) -> Result<(HashMap<(String, String), (KeyedSite, SiteFigures)>, (u64, u64)), CliError> {
     let state = o.loaded.state();
     // With --at, what each (stack, domain) held there, from the kept live allocations.
     let at_point: Option<HashMap<(u32, u32), (u64, u64)>> = match &args.at {
@@ -596,22 +753,37 @@ fn site_figures(o: &Observed, args: &DiffArgs) -> Result<HashMap<(String, Vec<St
             Some(m)
         }
     };
-    let mut out: HashMap<(String, Vec<String>), SiteFigures> = HashMap::new();
+    let mut out: HashMap<(String, String), (KeyedSite, SiteFigures)> = HashMap::new();
+    let mut stacks: HashMap<u32, bool> = HashMap::new();
     for (i, site) in state.sites.iter().enumerate() {
-        let frames: Vec<String> =
-            state.stacks.get(&site.stack).map_or_else(Vec::new, |f| f.iter().map(|&a| o.frame_key(a)).collect());
+        let name = syms.site(state, site.stack);
+        let (key, unresolved) = site_key(&name, args.stacks);
+        if site.stack != 0 {
+            stacks.insert(site.stack, unresolved);
+        }
         let (live, live_count) = match &at_point {
             None => (site.now.live_bytes, site.now.live_count),
             Some(m) => m.get(&(site.stack, site.domain)).copied().unwrap_or_default(),
         };
-        let e = out.entry((state.domain_name(site.domain), frames)).or_default();
-        e.peak += state.site_held_at_peak(i).bytes;
-        e.live += live;
-        e.live_count += live_count;
-        e.total += site.now.total_bytes;
-        e.total_count += site.now.total_count;
+        let f = SiteFigures {
+            peak: state.site_held_at_peak(i).bytes,
+            live,
+            live_count,
+            total: site.now.total_bytes,
+            total_count: site.now.total_count,
+        };
+        let (k, e) = out
+            .entry((state.domain_name(site.domain), key))
+            .or_insert_with(|| (KeyedSite::new(name.clone(), unresolved), SiteFigures::default()));
+        k.add(&name, f.weight());
+        e.peak += f.peak;
+        e.live += f.live;
+        e.live_count += f.live_count;
+        e.total += f.total;
+        e.total_count += f.total_count;
     }
-    Ok(out)
+    let raw = (stacks.values().filter(|&&u| u).count() as u64, stacks.len() as u64);
+    Ok((out, raw))
 }
 
 /// A signed byte change, human-readable: `+1.5 MiB`, `-512 B`, `0 B`.
@@ -746,6 +918,9 @@ impl Diff {
         }
         if !self.changed {
             let _ = writeln!(o, "\nno change: every domain, context and allocation site has the same figures");
+            let _ = writeln!(o, "  (allocation sites keyed by {})", self.sites_keyed_by);
+            let _ = writeln!(o, "\nsymbols before: {}", self.symbols.before.text());
+            let _ = writeln!(o, "symbols after: {}", self.symbols.after.text());
             return o;
         }
 
@@ -798,13 +973,38 @@ impl Diff {
             let _ = writeln!(o, "  none changed");
         }
         for s in &self.sites {
-            let stack = super::leaks::frames_text(&s.frames);
-            let _ = writeln!(o, "  {}", format!("{}: {stack} {}", s.domain, s.status.text()).trim_end());
+            let _ = writeln!(o, "  {}", format!("{}: {} {}", s.domain, s.title(), s.status.text()).trim_end());
+            if self.group == "stack" || s.unresolved {
+                for f in s.frames.iter().take(TEXT_FRAMES) {
+                    let mark = if f.inlined { " (inlined)" } else { "" };
+                    let _ = writeln!(o, "      {}{mark}", f.text());
+                }
+                if s.frames.len() > TEXT_FRAMES {
+                    let _ = writeln!(o, "      … {} more frames", s.frames.len() - TEXT_FRAMES);
+                }
+            }
             let mut t = Table::new(&FIGURE_COLUMNS);
             figure_rows(&mut t, &[], Status::Changed, &s.figures.rows(), &[]);
             o.push_str(&t.render(4));
         }
+        let _ = writeln!(o, "\nsymbols before: {}", self.symbols.before.text());
+        let _ = writeln!(o, "symbols after: {}", self.symbols.after.text());
         o
+    }
+}
+
+impl SiteDiff {
+    /// `function  game.rs:12,40` (its lines), or the raw frames when unresolved.
+    fn title(&self) -> String {
+        if self.unresolved {
+            return "(allocating function unresolved: raw callstack)".into();
+        }
+        let mut t = self.function.clone();
+        if !self.lines.is_empty() {
+            let lines: Vec<(String, u32)> = self.lines.iter().map(|l| (l.file.clone(), l.line)).collect();
+            let _ = write!(t, "  {}", lines_text(&lines));
+        }
+        t
     }
 }
 

@@ -1,15 +1,13 @@
 //! A replay that keeps, besides the replay state, what `diff` needs and the state does
-//! not: the log's module map (so callstacks can be keyed by module and offset, which
-//! survive address-space randomization) and, at the points asked for (a label or a frame
-//! start), the allocations live there by slot, callstack and the label they were made
-//! after.
+//! not: at the points asked for (a label or a frame start), the allocations live there by
+//! slot, callstack and the label they were made after. (The module map, for symbolicating
+//! the callstacks, is read by [`crate::symbols::Symbolizer::for_log`].)
 //!
 //! It runs the engine as [`super::load`] does (one replay, in global order), with a sink
 //! around the [`ReplayState`] that looks at the events as they are applied: nothing
 //! re-reads the log, and the state it hands back is the one every report reads.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Instant;
 
 use memreplay_format::{Event, Part};
@@ -21,14 +19,6 @@ use crate::CliError;
 
 use super::select::{At, ReportArgs, Selection};
 use super::{progress_bar, Loaded, Progress};
-
-/// A module mapped at `base..base + size`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Module {
-    pub base: u64,
-    pub size: u64,
-    pub path: String,
-}
 
 /// Allocations live at one point: (epoch, slot, stack) → (bytes, count), where the
 /// epoch of an allocation is the number of labels placed before it was made.
@@ -43,11 +33,9 @@ pub struct Wanted {
     pub after: Option<String>,
 }
 
-/// The replayed log, its modules, and the live allocations at the points asked for.
+/// The replayed log and the live allocations at the points asked for.
 pub struct Observed {
     pub loaded: Loaded,
-    /// Sorted by base address.
-    pub modules: Vec<Module>,
     /// By label index (for labels) and by frame number (for frames).
     at_labels: HashMap<usize, LiveByEpoch>,
     at_frames: HashMap<u64, LiveByEpoch>,
@@ -63,24 +51,10 @@ impl Observed {
     pub fn at_frame(&self, frame: u64) -> Option<&LiveByEpoch> {
         self.at_frames.get(&frame)
     }
-
-    /// A return address as `module+0xoffset` (the module's file name), or as a plain hex
-    /// address outside every module.
-    pub fn frame_key(&self, addr: u64) -> String {
-        let i = self.modules.partition_point(|m| m.base <= addr);
-        match i.checked_sub(1).map(|i| &self.modules[i]) {
-            Some(m) if addr - m.base < m.size.max(1) => {
-                let name =
-                    Path::new(&m.path).file_name().map_or_else(|| m.path.clone(), |n| n.to_string_lossy().into());
-                format!("{name}+{:#x}", addr - m.base)
-            }
-            _ => format!("{addr:#x}"),
-        }
-    }
 }
 
-/// Replays the log of `args` (as [`super::load`]) and keeps the modules and the live
-/// allocations at every point of `wanted`.
+/// Replays the log of `args` (as [`super::load`]) and keeps the live allocations at
+/// every point of `wanted`.
 pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<Observed, CliError> {
     let path = &args.log;
     let open = |error| CliError::Open { path: path.to_owned(), error };
@@ -92,7 +66,6 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
     let mut sink = Sink {
         state: &mut state,
         wanted: wanted.iter().map(|w| Watch { want: w.clone(), after_maybe_seen: false, done: false }).collect(),
-        modules: Vec::new(),
         at_labels: HashMap::new(),
         at_frames: HashMap::new(),
     };
@@ -105,15 +78,12 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let Sink { modules, at_labels, at_frames, .. } = sink;
+    let Sink { at_labels, at_frames, .. } = sink;
     tracing::debug!("replayed {} (observed) in {:.3} s", path.display(), start.elapsed().as_secs_f64());
-    let mut modules: Vec<Module> =
-        modules.into_iter().map(|(base, size, name)| Module { base, size, path: state.string(name) }).collect();
-    modules.sort_by_key(|m| m.base);
     let replay = Replay { header: log.header, report: log.report, state };
     let sel = Selection::resolve(&replay.state, args)?;
     let loaded = Loaded { path: path.display().to_string(), replay, sel };
-    Ok(Observed { loaded, modules, at_labels, at_frames })
+    Ok(Observed { loaded, at_labels, at_frames })
 }
 
 /// Where a wanted point stands in the replay.
@@ -128,8 +98,6 @@ struct Watch {
 struct Sink<'a> {
     state: &'a mut ReplayState,
     wanted: Vec<Watch>,
-    /// (base, size, path string id).
-    modules: Vec<(u64, u64, u32)>,
     at_labels: HashMap<usize, LiveByEpoch>,
     at_frames: HashMap<u64, LiveByEpoch>,
 }
@@ -205,7 +173,6 @@ impl EventSink for Sink<'_> {
     fn event(&mut self, thread: u32, event: &Event, part: Part) {
         self.state.apply(thread, event, part);
         match *event {
-            Event::Module { base, size, path, .. } => self.modules.push((base, size, path)),
             Event::Label { name, .. } if !self.wanted.is_empty() => self.label(name),
             Event::FrameStart { frame, .. } if !self.wanted.is_empty() => self.frame(frame),
             _ => {}

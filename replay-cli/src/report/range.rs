@@ -5,6 +5,10 @@
 //! `A` is the first label of that name, `B` the first label of its name after `A`. The
 //! allocations are those live at `B` (kept by [`super::observed`] as the replay passes
 //! `B`) that were made after `A`.
+//!
+//! Sites are symbolicated and keyed as in `diff` ([`super::diff::site_key`]): by
+//! allocating function, or by whole callstack with `--stacks`; a site whose allocating
+//! function is unresolved by its raw `module+0xoffset` frames.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -12,14 +16,17 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::replay::state::NodeId;
+use crate::symbols::{Frame, SymbolStats};
 use crate::CliError;
 
-use super::diff::{DiffArgs, MinDelta, SITES_KEYED_BY};
+use super::callstacks::{lines_text, symbolizer};
+use super::diff::{keyed_by, site_key, DiffArgs, KeyedSite, MinDelta};
 use super::figures::{self, Agg};
 use super::observed::{self, Wanted};
 use super::select::{At, ReportArgs};
 use super::summarize::LabelRef;
 use super::table::{plural, size, Align, Table};
+use super::top::SourceLine;
 use super::{domain_ref, Amount, DomainRef, Progress, SCHEMA_VERSION};
 
 /// The `diff --from --to` report.
@@ -35,7 +42,11 @@ pub struct RangeDiff {
     pub total: Amount,
     /// Domains with allocations left, by id.
     pub domains: Vec<RangeDomain>,
-    pub sites_keyed_by: &'static str,
+    /// `"function"` or `"stack"` (`--stacks`).
+    pub group: &'static str,
+    /// How sites are keyed, in words (as in `diff`).
+    pub sites_keyed_by: String,
+    pub symbols: SymbolStats,
 }
 
 /// One domain's allocations made between the labels and live at the second.
@@ -48,7 +59,7 @@ pub struct RangeDomain {
     pub contexts: Vec<RangeContext>,
     /// Contexts left out by `--min-delta` or `--limit`.
     pub hidden_contexts: u64,
-    /// Allocation sites, most bytes first.
+    /// Allocation sites (functions, or callstacks with `--stacks`), most bytes first.
     pub sites: Vec<RangeSite>,
     pub hidden_sites: u64,
 }
@@ -67,10 +78,22 @@ pub struct RangeContext {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RangeSite {
-    /// Callstack id in the log (0: recorded without one).
+    /// What the site is keyed by (as in `diff`).
+    pub key: String,
+    /// The allocating function (`module+0xoffset` when unresolved).
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Every line it allocated from.
+    pub lines: Vec<SourceLine>,
+    /// The allocating function is unresolved: the key is the raw callstack.
+    pub unresolved: bool,
+    /// The callstack id with most bytes (0: recorded without one).
     pub stack: u32,
-    /// Innermost first, as `module+0xoffset`.
-    pub frames: Vec<String>,
+    /// Every callstack id merged in the row, ascending.
+    pub stacks: Vec<u32>,
+    /// The frames of callstack `stack`, innermost first, trimmed.
+    pub frames: Vec<Frame>,
     pub bytes: u64,
     pub count: u64,
 }
@@ -80,6 +103,7 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
     if from == to {
         return Err(CliError::Usage(format!("--from and --to both name \"{from}\": give two labels")));
     }
+    args.symbols.options()?;
     let report_args = ReportArgs { domain: args.domain.clone(), ..ReportArgs::new(&args.before) };
     let wanted = [Wanted { at: At::Label(to.to_owned()), after: Some(from.to_owned()) }];
     let o = observed::load(&report_args, progress, &wanted)?;
@@ -120,6 +144,8 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
         e.1 += count;
     }
 
+    let mut syms = symbolizer(l, &args.symbols)?;
+    let mut stacks: HashMap<u32, bool> = HashMap::new();
     let limit = args.row_limit();
     let mut domains = Vec::new();
     for &d in &l.sel.domains {
@@ -155,17 +181,38 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
             contexts.truncate(n);
         }
 
-        let mut sites: Vec<RangeSite> = by_site
-            .iter()
-            .filter(|((domain, _), _)| *domain == d)
-            .map(|(&(_, stack), &(bytes, count))| RangeSite {
-                stack,
-                frames: state.stacks.get(&stack).map_or_else(Vec::new, |f| f.iter().map(|&a| o.frame_key(a)).collect()),
+        let mut keyed: HashMap<String, (KeyedSite, u64, u64)> = HashMap::new();
+        let mut of_domain: Vec<(u32, u64, u64)> =
+            by_site.iter().filter(|((domain, _), _)| *domain == d).map(|(&(_, st), &(b, c))| (st, b, c)).collect();
+        of_domain.sort_unstable();
+        for (stack, bytes, count) in of_domain {
+            let name = syms.site(state, stack);
+            let (key, unresolved) = site_key(&name, args.stacks);
+            if stack != 0 {
+                stacks.insert(stack, unresolved);
+            }
+            let e = keyed.entry(key).or_insert_with(|| (KeyedSite::new(name.clone(), unresolved), 0, 0));
+            e.0.add(&name, bytes);
+            e.1 += bytes;
+            e.2 += count;
+        }
+        let mut sites: Vec<RangeSite> = keyed
+            .into_iter()
+            .map(|(key, (k, bytes, count))| RangeSite {
+                key,
+                function: k.site.function.clone(),
+                file: k.site.file.clone(),
+                line: k.site.line,
+                lines: k.lines.into_iter().map(|(file, line)| SourceLine { file, line }).collect(),
+                unresolved: k.unresolved,
+                stack: k.site.stack,
+                stacks: k.stacks,
+                frames: k.site.frames.clone(),
                 bytes,
                 count,
             })
             .collect();
-        sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)).then(a.frames.cmp(&b.frames)));
+        sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.count.cmp(&a.count)).then_with(|| a.key.cmp(&b.key)));
         let all_sites = sites.len() as u64;
         sites.retain(|s| keep(args.min_delta, s.bytes, total.bytes));
         if let Some(n) = limit {
@@ -194,7 +241,12 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
         to: label_ref(to_index),
         total: Amount::new(top.iter().map(|d| d.bytes).sum(), top.iter().map(|d| d.count).sum()),
         domains,
-        sites_keyed_by: SITES_KEYED_BY,
+        group: if args.stacks { "stack" } else { "function" },
+        sites_keyed_by: {
+            let raw = stacks.values().filter(|&&u| u).count() as u64;
+            keyed_by(args.stacks, &[("", raw, stacks.len() as u64)])
+        },
+        symbols: syms.stats(),
     })
 }
 
@@ -256,14 +308,24 @@ impl RangeDiff {
             let mut t =
                 Table::new(&[("bytes", Align::Right), ("count", Align::Right), ("allocation site", Align::Left)]);
             for s in &d.sites {
-                t.row(vec![size(s.bytes), s.count.to_string(), super::leaks::frames_text(&s.frames)]);
+                let title = if s.unresolved || self.group == "stack" {
+                    let names: Vec<String> = s.frames.iter().map(|f| f.text()).collect();
+                    super::leaks::frames_text(&names)
+                } else if s.lines.is_empty() {
+                    s.function.clone()
+                } else {
+                    let lines: Vec<(String, u32)> = s.lines.iter().map(|l| (l.file.clone(), l.line)).collect();
+                    format!("{}  {}", s.function, lines_text(&lines))
+                };
+                t.row(vec![size(s.bytes), s.count.to_string(), title]);
             }
             if d.hidden_sites > 0 {
-                t.row(vec![String::new(), String::new(), format!("… {} more callstacks", d.hidden_sites)]);
+                t.row(vec![String::new(), String::new(), format!("… {} more sites", d.hidden_sites)]);
             }
             o.push_str(&t.render(2));
         }
-        let _ = writeln!(o, "\n(allocation sites: {})", self.sites_keyed_by);
+        let _ = writeln!(o, "\n(allocation sites keyed by {})", self.sites_keyed_by);
+        let _ = writeln!(o, "symbols: {}", self.symbols.text());
         o
     }
 }
