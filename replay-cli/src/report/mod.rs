@@ -145,12 +145,7 @@ pub fn run(
         ReportKind::Instances => render(&instances::build(&loaded), args.json, instances::Instances::to_text),
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
-    write_out(out, text.as_bytes())
-}
-
-fn write_out(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<u8, CliError> {
-    out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output)?;
-    Ok(0)
+    write_output(None, text.as_bytes(), out)
 }
 
 /// `leaks`, with its sites symbolicated unless `symbols.no_symbols`.
@@ -175,7 +170,7 @@ pub fn run_leaks(
         leaks::build_symbolized(&loaded, &mut syms)
     };
     tracing::debug!("built the leaks report in {:.3} s", start.elapsed().as_secs_f64());
-    write_out(out, render(&report, args.json, leaks::Leaks::to_text).as_bytes())
+    write_output(None, render(&report, args.json, leaks::Leaks::to_text).as_bytes(), out)
 }
 
 /// `top`.
@@ -183,7 +178,7 @@ pub fn run_top(args: &top::TopArgs, progress: Progress, out: &mut dyn std::io::W
     args.symbols.options()?;
     let loaded = load(&args.report_args(), progress)?;
     let report = top::build(&loaded, args)?;
-    write_out(out, render(&report, args.json, top::Top::to_text).as_bytes())
+    write_output(None, render(&report, args.json, top::Top::to_text).as_bytes(), out)
 }
 
 /// `frees`.
@@ -191,7 +186,7 @@ pub fn run_frees(args: &frees::FreesArgs, progress: Progress, out: &mut dyn std:
     args.symbols.options()?;
     let loaded = load(&args.report_args(), progress)?;
     let report = frees::build(&loaded, args)?;
-    write_out(out, render(&report, args.json, frees::Frees::to_text).as_bytes())
+    write_output(None, render(&report, args.json, frees::Frees::to_text).as_bytes(), out)
 }
 
 /// `flamegraph`: an SVG, or folded stacks with `--folded`, to `--output` or `out`.
@@ -207,10 +202,7 @@ pub fn run_flamegraph(
     let loaded = load(&args.report_args(), progress)?;
     let folded = flame::folded(&loaded, args)?;
     let bytes = if args.folded { folded.to_text().into_bytes() } else { flame::svg(&folded, args, &loaded.path)? };
-    match &args.output {
-        Some(path) => write_file(path, &bytes),
-        None => write_out(out, &bytes),
-    }
+    write_output(args.output.as_deref(), &bytes, out)
 }
 
 /// Fails early (before replaying) when `path` cannot be written: its directory is missing.
@@ -225,20 +217,16 @@ fn check_output(path: &std::path::Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<u8, CliError> {
-    std::fs::write(path, bytes).map_err(|e| CliError::Usage(format!("cannot write {}: {e}", path.display())))?;
-    Ok(0)
-}
-
-/// Where `timeline` and `export` write: a file, or stdout for `-` (and for no `-o` with
-/// `export`).
-fn write_output(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Write) -> Result<(), CliError> {
+/// Writes a report's bytes to the file `output`, or to `out` without one (or for `-`).
+/// Returns the exit status (0).
+fn write_output(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     match output {
         Some(p) if p != Path::new("-") => {
-            std::fs::write(p, bytes).map_err(|e| CliError::Usage(format!("cannot write {}: {e}", p.display())))
+            std::fs::write(p, bytes).map_err(|error| CliError::Write { path: p.to_owned(), error })?
         }
-        _ => out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output),
+        _ => out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output)?,
     }
+    Ok(0)
 }
 
 /// Options that make no sense for a view over time (`timeline`, `export --format
@@ -300,8 +288,7 @@ pub fn run_timeline(
         ImageFormat::Svg => svg.into_bytes(),
         ImageFormat::Png => png_bytes(&svg)?,
     };
-    write_output(Some(output), &bytes, out)?;
-    Ok(0)
+    write_output(Some(output), &bytes, out)
 }
 
 #[cfg(feature = "png")]
@@ -341,8 +328,7 @@ pub fn run_export(
     let loaded = load(args, progress)?;
     if format == export::ExportFormat::Pprof {
         let (profile, _) = pprof::profile(&loaded, symbols, args.domain.is_some())?;
-        write_output(output, &pprof::encode(&profile), out)?;
-        return Ok(0);
+        return write_output(output, &pprof::encode(&profile), out);
     }
     let text = match format {
         export::ExportFormat::Json => to_json(&export::json(&loaded)),
@@ -356,8 +342,7 @@ pub fn run_export(
         }
         export::ExportFormat::Pprof => unreachable!("written above"),
     };
-    write_output(output, text.as_bytes(), out)?;
-    Ok(0)
+    write_output(output, text.as_bytes(), out)
 }
 
 /// `replay-cli report`: replays the log of `args` and writes the HTML page to `output`
