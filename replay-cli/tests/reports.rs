@@ -197,6 +197,18 @@ fn run(args: &[&str]) -> String {
     out
 }
 
+/// Runs a report on a damaged log: it succeeds, and says on stderr what was lost
+/// (`needle`). Returns stdout.
+fn run_damaged(args: &[&str], needle: &str) -> String {
+    let o = cli(args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {out}{err}");
+    assert!(err.starts_with("replay-cli: warning: ") && err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    out
+}
+
 fn json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
@@ -843,15 +855,16 @@ fn every_report_survives_a_truncated_log() {
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
     let p = path.to_str().unwrap();
-    for report in ["summarize", "tree", "leaks", "efficiency", "instances"] {
-        run(&[report, p]);
-        json(&[report, p]);
+    for report in ["summarize", "tree", "leaks", "efficiency", "instances", "top"] {
+        run_damaged(&[report, p], "cut off (no end-of-log record)");
+        let text = run_damaged(&[report, p, "--json"], "lost");
+        serde_json::from_str::<Value>(&text).unwrap();
     }
-    let v = json(&["summarize", p]);
+    let v: Value = serde_json::from_str(&run_damaged(&["summarize", p, "--json"], "cut off")).unwrap();
     assert_eq!(v["integrity"]["complete"], false);
     assert_eq!(v["capture"]["duration_is_lower_bound"], true);
     assert!(!v["integrity"]["damage"].as_array().unwrap().is_empty());
-    assert!(run(&["summarize", p]).contains("TRUNCATED"));
+    assert!(run_damaged(&["summarize", p], "cut off").contains("TRUNCATED"));
 }
 
 #[test]
@@ -942,18 +955,20 @@ fn every_report_survives_a_corrupt_block() {
     bytes[offset as usize + memreplay_format::block::FRAME_LEN + 1] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
     let p = path.to_str().unwrap();
-    for report in ["summarize", "tree", "leaks", "efficiency", "instances"] {
-        run(&[report, p]);
-        json(&[report, p]);
+    let lost = format!("damaged, {} events in damaged blocks", frame.event_count);
+    for report in ["summarize", "tree", "leaks", "efficiency", "instances", "top"] {
+        run_damaged(&[report, p], &lost);
+        let text = run_damaged(&[report, p, "--json"], &lost);
+        serde_json::from_str::<Value>(&text).unwrap();
     }
-    let v = json(&["summarize", p]);
+    let v: Value = serde_json::from_str(&run_damaged(&["summarize", p, "--json"], &lost)).unwrap();
     assert_eq!(v["integrity"]["clean"], false);
     assert_eq!(v["integrity"]["events_in_bad_blocks"], u64::from(frame.event_count));
     let damage = v["integrity"]["damage"][0].as_str().unwrap();
     assert!(damage.contains("thread 2") && damage.contains("checksum"), "{damage}");
     // The worker's allocations are gone, the main thread's are all there.
     assert!(v["capture"]["threads"].as_array().unwrap().iter().all(|t| t["stream"] != 2));
-    let text = run(&["summarize", p]);
+    let text = run_damaged(&["summarize", p], &lost);
     assert!(text.contains("checksum"), "{text}");
 }
 

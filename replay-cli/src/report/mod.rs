@@ -97,10 +97,42 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
     }
     tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());
     let sel = Selection::resolve(&replay.state, args)?;
+    warn_if_damaged(path, &replay);
     Ok(Loaded { path: path.display().to_string(), replay, sel })
 }
 
-pub(crate) fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
+/// Every report covers what survived of a damaged or cut-off log; this says on stderr
+/// what was lost, so no report passes it over in silence (`summarize` and `info` also
+/// give the details in the report itself).
+pub(crate) fn warn_if_damaged(path: &std::path::Path, replay: &Replay) {
+    let r = &replay.report;
+    let recorder_lost = replay.state.lost_events.max(r.end.map_or(0, |e| e.lost_events));
+    if r.is_clean() && recorder_lost == 0 {
+        return;
+    }
+    let mut what = Vec::new();
+    if r.end.is_none() {
+        what.push("cut off (no end-of-log record)".to_owned());
+    } else if !r.is_clean() {
+        what.push("damaged".to_owned());
+    }
+    if r.bytes_lost() > 0 {
+        what.push(format!("{} lost", table::size(r.bytes_lost())));
+    }
+    if r.events_in_bad_blocks() > 0 {
+        what.push(format!("{} in damaged blocks", table::plural(r.events_in_bad_blocks(), "event")));
+    }
+    if recorder_lost > 0 {
+        what.push(format!("{} lost by the recorder", table::plural(recorder_lost, "event")));
+    }
+    eprintln!(
+        "replay-cli: warning: {}: {}; the figures cover what was read (`replay-cli info` has the details)",
+        path.display(),
+        what.join(", ")
+    );
+}
+
+fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
     if progress == Progress::Hidden || !std::io::stderr().is_terminal() {
         return None;
     }
