@@ -398,10 +398,26 @@ fn callstacks_are_named_and_the_symbol_options_apply() {
     assert_eq!(stats["reasons"][0]["reason"], "no-module");
     assert_eq!(data["leaks"]["symbols"], *stats);
     assert_eq!(data["top"]["symbols"], *stats);
+    // Each frame and address is stored once; the lists hold indices in those tables.
+    let addresses = &data["addresses_table"];
+    assert_eq!(*addresses, serde_json::json!(["0x401000", "0x402000"]));
+    let table = &data["frames_table"];
+    assert_eq!(table["address"], serde_json::json!([0, 1]));
+    assert_eq!(table["offset"], serde_json::json!([null, null]), "the offsets are the addresses");
+    let strings = table["strings"].as_array().unwrap();
+    let string = |v: &Value| strings[u(v) as usize].as_str().unwrap();
+    assert_eq!(table["function"], serde_json::json!([-1, -1]));
+    assert_eq!((string(&table["resolution"][0]), string(&table["reason"][1])), ("none", "no-module"));
     let site = &data["summary"]["sites"][0];
-    assert_eq!(site["frames"], serde_json::json!(["0x401000", "0x402000"]));
+    let raw: Vec<&Value> = site["frames"].as_array().unwrap().iter().map(|i| &addresses[u(i) as usize]).collect();
+    assert_eq!(raw, ["0x401000", "0x402000"]);
     assert_eq!(site["site"]["function"], "0x401000");
-    let frames: Vec<&Value> = site["site"]["frames"].as_array().unwrap().iter().map(|f| &f["address"]).collect();
+    let frames: Vec<&Value> = site["site"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &addresses[u(&table["address"][u(i) as usize]) as usize])
+        .collect();
     assert_eq!(frames, ["0x401000", "0x402000"]);
     // By function: the one callstack, in both domains that allocated, largest at the peak.
     let top = &data["top"]["domains"];
@@ -413,6 +429,11 @@ fn callstacks_are_named_and_the_symbol_options_apply() {
     }
     let leak = &data["leaks"]["domains"][0]["contexts"][0]["sites"][0];
     assert_eq!(leak["site"]["function"], "0x401000");
+    assert_eq!(
+        (&leak["frames"], &leak["site"]["frames"]),
+        (&site["frames"], &site["site"]["frames"]),
+        "the same frames"
+    );
 
     // --no-symbols: no binary loaded, every address unresolved (these are in no module).
     let data = report_json(log, &["--no-symbols"], "no-symbols.json");

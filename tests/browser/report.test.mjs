@@ -28,6 +28,15 @@ const open = '<script type="application/json" id="report-data">';
 const start = html.indexOf(open) + open.length;
 const D = JSON.parse(html.slice(start, html.indexOf('</script>', start)));
 const T = D.tree;
+// Callstacks are stored once (JSON.md, `report`): a site's `frames` index the columns of
+// `frames_table`, a row's raw `frames` index `addresses_table`.
+const FT = D.frames_table;
+const tableString = (k) => (k < 0 ? null : FT.strings[k]);
+const frameAt = (i) => ({
+  address: D.addresses_table[FT.address[i]], module: tableString(FT.module[i]), offset: FT.offset[i] ?? D.addresses_table[FT.address[i]],
+  function: tableString(FT.function[i]), file: tableString(FT.file[i]), line: FT.line[i], inlined: FT.inlined[i] === 1,
+});
+const addressesOf = (raw) => raw.map((i) => D.addresses_table[i]);
 const N = T.nodes.parent.length;
 const nameOf = (i) => (T.nodes.elided[i] ? '… ' + T.nodes.name[i] : T.types[T.nodes.type[i]] + ':' + T.nodes.name[i]);
 function inclusive(triples, col) {
@@ -238,7 +247,8 @@ async function check(page, problems) {
   const siteWant = D.summary.sites.map((st) => st.site.function);
   eq(await page.$$eval('#sites table.sites-table tbody tr[data-stack] td.site .fn', (e) => e.map((x) => x.textContent)), siteWant, 'sites table functions');
   const frameName = (f) => f.function || (f.module ? f.module + '+' + f.offset : f.address);
-  const stackOf = async (row, site, what) => {
+  const stackOf = async (row, st, what) => {
+    const site = { ...st.site, frames: st.site.frames.map(frameAt) };
     const toggle = row.locator('button.stack-toggle');
     await toggle.click();
     eq(await toggle.getAttribute('aria-expanded'), 'true', what + ': expanded');
@@ -247,6 +257,16 @@ async function check(page, problems) {
     eq(await stack.locator('ol.stack > li > .fn').allTextContents(), site.frames.map(frameName), what + ': frames');
     eq(await stack.locator('ol.stack > li.inlined').count(), site.frames.filter((f) => f.inlined).length, what + ': inlined frames');
     eq(await stack.locator('ol.stack > li.site-frame > .fn').textContent(), frameName(site.frames[site.site_frame]), what + ': allocating frame');
+    // The row's raw return addresses, under the stack; its frames come from them, in order.
+    const raw = addressesOf(st.frames);
+    const note = await stack.locator('.stack-note').textContent();
+    if (!note.endsWith('return addresses: ' + raw.join(' '))) fail(`${what}: stack note ${note}, want the addresses ${raw.join(' ')}`);
+    let last = 0;
+    for (const f of site.frames) {
+      const at = raw.indexOf(f.address, last);
+      if (at < 0) fail(`${what}: frame ${f.address} not in the raw addresses after #${last}`);
+      last = at;
+    }
     return { toggle, stack };
   };
   // The site with the most frames in a function of the program (with a file and line).
@@ -257,7 +277,7 @@ async function check(page, problems) {
   const locText = await siteRow.locator('td.site .loc').textContent();
   const base = known.site.file.split('/').pop() + ':' + known.site.line;
   if (!locText.endsWith(base)) fail(`site row location: ${locText}, want …${base}`);
-  const opened = await stackOf(siteRow, known.site, 'site ' + known.stack);
+  const opened = await stackOf(siteRow, known, 'site ' + known.stack);
   await opened.toggle.click();
   if (await opened.stack.isVisible()) fail('the stack row stays visible after collapsing');
   await opened.toggle.click();
@@ -271,7 +291,7 @@ async function check(page, problems) {
   const leakSite = D.leaks.domains[0].contexts[0].sites[0];
   const leakRow = page.locator('#leaks table.leaks-table').first().locator('tbody tr.sub').first();
   eq(await leakRow.locator('td.site .fn').textContent(), leakSite.site.function, 'leak row function');
-  if (leakSite.site.frames.length) await stackOf(leakRow, leakSite.site, 'leak');
+  if (leakSite.site.frames.length) await stackOf(leakRow, leakSite, 'leak');
   results.sites = { functions: fnWant.length, sites: siteWant.length, expanded: known.site.function, frames: known.site.frames.length, leak: leakSite.site.function, symbols: line };
 
   // For the screenshot: the range, the treemap at "level loaded", textures expanded.

@@ -30,7 +30,73 @@ fn demo_report(name: &str) -> (PathBuf, PathBuf, Value) {
     let start = text.find(open).expect("the data island") + open.len();
     let end = start + text[start..].find("</script>").unwrap();
     let data: Value = serde_json::from_str(&text[start..end]).expect("the island parses as JSON");
-    (log, page, data)
+    (log, page, expand_stacks(&data))
+}
+
+/// The island with its `frames` lists resolved (JSON.md, `report`): a site's (and a top
+/// row's) indices in `frames_table` become frame objects, a raw list's indices in
+/// `addresses_table` return addresses, as in the `leaks`, `summarize` and `top` reports.
+/// Checks on the way that the island stores each frame and address once.
+fn expand_stacks(island: &Value) -> Value {
+    let table = &island["frames_table"];
+    let addresses = island["addresses_table"].as_array().expect("addresses_table");
+    let distinct = |v: &[Value]| v.iter().collect::<std::collections::HashSet<_>>().len() == v.len();
+    assert!(addresses.iter().all(Value::is_string) && distinct(addresses), "each address once");
+    let strings = table["strings"].as_array().expect("frames_table.strings");
+    let n = table["address"].as_array().expect("frames_table.address").len();
+    let string = |v: &Value| match v.as_i64().expect("a string index") {
+        -1 => Value::Null,
+        i => strings[i as usize].clone(),
+    };
+    let frames: Vec<Value> = (0..n)
+        .map(|i| {
+            let address = addresses[u(&table["address"][i]) as usize].clone();
+            let offset = &table["offset"][i];
+            serde_json::json!({
+                "address": address,
+                "module": string(&table["module"][i]),
+                "offset": if offset.is_null() { &address } else { offset },
+                "function": string(&table["function"][i]),
+                "file": string(&table["file"][i]),
+                "line": table["line"][i],
+                "inlined": u(&table["inlined"][i]) == 1,
+                "resolution": string(&table["resolution"][i]),
+                "reason": string(&table["reason"][i]),
+            })
+        })
+        .collect();
+    assert!(distinct(&frames), "each frame once");
+    fn walk(v: &mut Value, symbolicated: bool, resolve: &dyn Fn(&Value, bool) -> Value) {
+        match v {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    if key == "frames" && child.is_array() {
+                        *child = child.as_array().unwrap().iter().map(|i| resolve(i, symbolicated)).collect();
+                    } else {
+                        walk(child, key == "site" || key == "rows", resolve);
+                    }
+                }
+            }
+            Value::Array(list) => list.iter_mut().for_each(|x| walk(x, symbolicated, resolve)),
+            _ => {}
+        }
+    }
+    let resolve = |i: &Value, symbolicated: bool| {
+        let i = u(i) as usize;
+        if symbolicated {
+            frames[i].clone()
+        } else {
+            addresses[i].clone()
+        }
+    };
+    let mut data = island.clone();
+    for key in ["summary", "leaks", "top"] {
+        walk(&mut data[key], false, &resolve);
+    }
+    let map = data.as_object_mut().unwrap();
+    map.remove("frames_table").unwrap();
+    map.remove("addresses_table").unwrap();
+    data
 }
 
 fn u(v: &Value) -> u64 {

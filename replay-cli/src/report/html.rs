@@ -7,9 +7,15 @@
 //!
 //! The page is `html/page.html` with `html/report.css` and `html/report.js` inlined, plus
 //! one JSON data island (`<script type="application/json" id="report-data">`) built
-//! here: [`HtmlReport`]. The page loads nothing from the network and reads no data but
-//! the island. Every `<` in the island is written `\u003c`, so no string of the log
-//! (a context named `</script>`) can end the script element.
+//! here: [`HtmlReport`], written as an [`Island`]. The page loads nothing from the network
+//! and reads no data but the island. Every `<` in the island is written `\u003c`, so no
+//! string of the log (a context named `</script>`) can end the script element.
+//!
+//! The island stores each distinct callstack frame once: the leak, site and top lists
+//! share most of their frames, and a symbolicated frame is a whole object. Every `frames`
+//! list of `summary`, `leaks` and `top` holds indices instead: a symbolicated stack's into
+//! `frames_table` (the frames as columns, [`FramesTable`]), a raw return address list's
+//! into `addresses_table` (hex strings). The page resolves them when it shows a stack.
 //!
 //! Big logs stay usable: the timeline is the replay's bounded series (at most 1025
 //! buckets each, low/high/last, so the peak is never lost), and the context tree is cut
@@ -17,9 +23,10 @@
 //! most are kept, the rest of each kept context's children are folded into one
 //! "elided" node whose figures are the sum of theirs, so every total stays exact.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use serde::Serialize;
+use serde_json::Value;
 
 use memreplay_format::DomainKind;
 
@@ -49,7 +56,7 @@ const PAGE: &str = include_str!("html/page.html");
 const CSS: &str = include_str!("html/report.css");
 const JS: &str = include_str!("html/report.js");
 
-/// Everything the page shows: the data island.
+/// Everything the page shows (the island is [`island`] of it).
 #[derive(Debug, Clone, Serialize)]
 pub struct HtmlReport {
     pub schema_version: u32,
@@ -245,9 +252,179 @@ fn group(state: &ReplayState, domain: u32) -> &'static str {
     }
 }
 
+/// The data island: the report with every `frames` list of `summary`, `leaks` and `top`
+/// made of indices: a symbolicated stack's (`site.frames`, top rows' `frames`) in
+/// `frames_table`, a raw return address list's in `addresses_table`; each distinct frame
+/// and address is stored once. JSON.md, `report`.
+#[derive(Debug, Serialize)]
+pub struct Island<'a> {
+    pub schema_version: u32,
+    pub report: &'static str,
+    pub generator: &'a str,
+    pub summary: Value,
+    pub leaks: Value,
+    pub top: Value,
+    pub symbols: &'a SymbolStats,
+    pub domain_groups: &'a [&'static str],
+    pub timeline: &'a TimelineData,
+    pub tree: &'a TreeData,
+    pub initial_point: usize,
+    pub frames_table: FramesTable,
+    /// Every distinct return address (`"0x55d0c0a1b2c3"`), in order of first use: of the
+    /// raw lists and of `frames_table.address`.
+    pub addresses_table: Vec<String>,
+}
+
+/// Every distinct symbolicated frame, in order of first use, as columns (one entry per
+/// frame; frame `i` is `address[i]`, `module[i]`, ...). The fields of a `frame`
+/// (JSON.md), stored compactly: strings as indices in `strings` (-1: null).
+#[derive(Debug, Default, Serialize)]
+pub struct FramesTable {
+    /// Index in `addresses_table`.
+    pub address: Vec<usize>,
+    /// The hex offset; null when it equals the address.
+    pub offset: Vec<Option<String>>,
+    pub module: Vec<i64>,
+    pub function: Vec<i64>,
+    pub file: Vec<i64>,
+    pub line: Vec<Option<u64>>,
+    /// 1 when inlined into the next frame, else 0.
+    pub inlined: Vec<u8>,
+    pub resolution: Vec<i64>,
+    pub reason: Vec<i64>,
+    pub strings: Vec<String>,
+}
+
+/// The fields of a serialized frame ([`crate::symbols::Frame`]), all in [`FramesTable`].
+const FRAME_FIELDS: [&str; 9] =
+    ["address", "module", "offset", "function", "file", "line", "inlined", "resolution", "reason"];
+
+/// The report as the island holds it (also what `report --json` writes).
+pub fn island(report: &HtmlReport) -> Island<'_> {
+    let mut tables = StackTables::default();
+    let mut tabled = |mut v: Value| {
+        tables.walk(&mut v);
+        v
+    };
+    let summary = tabled(to_value(&report.summary));
+    let leaks = tabled(to_value(&report.leaks));
+    let top = tabled(to_value(&report.top));
+    let StackTables { frames_table, addresses, .. } = tables;
+    Island {
+        schema_version: report.schema_version,
+        report: report.report,
+        generator: &report.generator,
+        summary,
+        leaks,
+        top,
+        symbols: &report.symbols,
+        domain_groups: &report.domain_groups,
+        timeline: &report.timeline,
+        tree: &report.tree,
+        initial_point: report.initial_point,
+        frames_table,
+        addresses_table: addresses,
+    }
+}
+
+fn to_value<T: Serialize>(report: &T) -> Value {
+    serde_json::to_value(report).expect("the report serializes")
+}
+
+/// The island's frame and address tables, filled while the `frames` lists are turned into
+/// indices.
+#[derive(Default)]
+struct StackTables {
+    frames_table: FramesTable,
+    /// Frame (its JSON) → index in `frames_table`.
+    frame_index: HashMap<String, usize>,
+    addresses: Vec<String>,
+    address_index: HashMap<String, usize>,
+    string_index: HashMap<String, usize>,
+}
+
+impl StackTables {
+    /// Replaces every array under a `frames` key in `v` by indices: of frame objects in
+    /// `frames_table`, of address strings in `addresses`. Other values under that key
+    /// (`capture.frames`, a count) stay.
+    fn walk(&mut self, v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    match child {
+                        Value::Array(list) if key == "frames" => {
+                            for item in list.iter_mut() {
+                                let i = match &*item {
+                                    Value::String(a) => self.address(a),
+                                    frame => self.frame(frame),
+                                };
+                                *item = Value::from(i);
+                            }
+                        }
+                        _ => self.walk(child),
+                    }
+                }
+            }
+            Value::Array(list) => list.iter_mut().for_each(|x| self.walk(x)),
+            _ => {}
+        }
+    }
+
+    /// The index of a return address, added on first sight.
+    fn address(&mut self, a: &str) -> usize {
+        if let Some(&i) = self.address_index.get(a) {
+            return i;
+        }
+        self.addresses.push(a.to_owned());
+        self.address_index.insert(a.to_owned(), self.addresses.len() - 1);
+        self.addresses.len() - 1
+    }
+
+    /// The index of a string of `frames_table.strings`; -1 for null.
+    fn string(&mut self, v: &Value) -> i64 {
+        let Some(s) = v.as_str() else { return -1 };
+        let strings = &mut self.frames_table.strings;
+        let i = *self.string_index.entry(s.to_owned()).or_insert_with(|| {
+            strings.push(s.to_owned());
+            strings.len() - 1
+        });
+        i as i64
+    }
+
+    /// The index of a frame (a serialized [`crate::symbols::Frame`]), added on first
+    /// sight.
+    fn frame(&mut self, f: &Value) -> usize {
+        let key = f.to_string();
+        if let Some(&i) = self.frame_index.get(&key) {
+            return i;
+        }
+        debug_assert!(
+            f.as_object().is_some_and(|o| o.keys().all(|k| FRAME_FIELDS.contains(&k.as_str()))),
+            "a frame field the island does not store: {f}"
+        );
+        let address = f["address"].as_str().unwrap_or_default();
+        let offset = f["offset"].as_str().filter(|&o| o != address).map(str::to_owned);
+        let address = self.address(address);
+        let [module, function, file, resolution, reason] =
+            ["module", "function", "file", "resolution", "reason"].map(|k| self.string(&f[k]));
+        let t = &mut self.frames_table;
+        t.address.push(address);
+        t.offset.push(offset);
+        t.module.push(module);
+        t.function.push(function);
+        t.file.push(file);
+        t.line.push(f["line"].as_u64());
+        t.inlined.push(u8::from(f["inlined"].as_bool().unwrap_or(false)));
+        t.resolution.push(resolution);
+        t.reason.push(reason);
+        self.frame_index.insert(key, t.address.len() - 1);
+        t.address.len() - 1
+    }
+}
+
 /// The data island as it goes in the page: JSON with every `<` escaped.
 pub fn data_island(report: &HtmlReport) -> String {
-    let json = serde_json::to_string(report).expect("the report serializes");
+    let json = serde_json::to_string(&island(report)).expect("the report serializes");
     escape_island(&json)
 }
 

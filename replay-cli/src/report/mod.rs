@@ -399,7 +399,7 @@ pub fn run_html(
         let mut syms = callstacks::symbolizer(&loaded, symbols)?;
         let report = html::build(&loaded, opts, &mut syms)?;
         tracing::debug!("symbolication: {}", report.symbols.text());
-        let text = if args.json { to_json(&report) } else { html::render(&report) };
+        let text = if args.json { to_json(&html::island(&report)) } else { html::render(&report) };
         tracing::debug!("built the HTML report ({} bytes) in {:.3} s", text.len(), start.elapsed().as_secs_f64());
         Ok(text)
     });

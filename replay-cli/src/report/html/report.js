@@ -902,10 +902,24 @@
   }
 
   // ---------------------------------------------------------------- leaks, sites, details
-  // Callstacks: a site is `{function, file, line, frames: [{function, file, line,
-  // inlined, module, offset, address}], site_frame, trimmed}` (JSON.md, "site"); the raw
-  // return addresses stay in the rows' `frames`. A row shows the allocating function and
-  // where in it; its toggle opens the whole stack below it, built on first use.
+  // Callstacks: a site is `{function, file, line, frames, site_frame, trimmed}` (JSON.md,
+  // "site"); the raw return addresses stay in the rows' `frames`. The island stores each
+  // frame once (JSON.md, `report`): a site's `frames` are indices in `frames_table` (its
+  // columns, strings in `strings`), a row's raw `frames` indices in `addresses_table`;
+  // `frameAt` and `addressesOf` resolve them when a stack is shown. A row shows the
+  // allocating function and where in it; its toggle opens the whole stack below it, built
+  // on first use.
+  const FT = D.frames_table, ADDRESSES = D.addresses_table;
+  function tableString(k) { return k < 0 ? null : FT.strings[k]; }
+  function frameAt(i) {
+    const address = ADDRESSES[FT.address[i]];
+    return {
+      address, module: tableString(FT.module[i]), offset: FT.offset[i] ?? address,
+      function: tableString(FT.function[i]), file: tableString(FT.file[i]), line: FT.line[i],
+      inlined: FT.inlined[i] === 1, resolution: tableString(FT.resolution[i]), reason: tableString(FT.reason[i]),
+    };
+  }
+  function addressesOf(raw) { return raw ? raw.map((i) => ADDRESSES[i]) : raw; }
   const REASONS = { 'symbolication-off': 'symbolication off', 'no-module': 'in no recorded module', 'binary-not-found': 'binary not found', 'build-id-mismatch': 'build id mismatch', 'unreadable-binary': 'unreadable binary', 'no-symbols': 'no symbols', 'no-debug-info': 'no line info' };
   function shortPath(p) {
     let m = /^\/rustc\/[^/]+\/(library\/.*)$/.exec(p);
@@ -945,10 +959,11 @@
     btn.textContent = open ? '▾' : '▸';
     tr.classList.toggle('open', open);
   }
-  function stackView(site, raw) {
+  function stackView(site, rawIndices) {
+    const raw = addressesOf(rawIndices);
     const addrs = raw && raw.length ? 'return addresses: ' + raw.join(' ') : 'no return addresses';
     if (!site) return h('div', { class: 'stack-view' }, h('ol', { class: 'stack' }, raw.map((a) => h('li', null, h('span', { class: 'fn' }, a)))), h('div', { class: 'stack-note' }, 'not symbolicated'));
-    const items = site.frames.map((f, i) => h('li', { class: (i === site.site_frame ? 'site-frame' : '') + (f.inlined ? ' inlined' : '') },
+    const items = site.frames.map(frameAt).map((f, i) => h('li', { class: (i === site.site_frame ? 'site-frame' : '') + (f.inlined ? ' inlined' : '') },
       h('span', { class: 'fn', title: frameName(f) }, frameName(f)),
       f.inlined ? h('span', { class: 'tag', title: 'inlined into the next frame' }, 'inlined') : null,
       f.file ? h('span', { class: 'loc', title: f.file + (f.line != null ? ':' + f.line : '') }, location(f.file, f.line)) : null,
