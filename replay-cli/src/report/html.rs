@@ -479,7 +479,7 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
 
     // The points: the end, the peak, labels (at most MAX_LABEL_POINTS), the frame.
     let mut points = vec![
-        PointData { kind: "end", name: "at the end".into(), time_ns: Some(end_ns(l)), frame: None, label: None },
+        PointData { kind: "end", name: "at the end".into(), time_ns: Some(l.end_ns()), frame: None, label: None },
         PointData { kind: "peak", name: "at each domain's peak".into(), time_ns: None, frame: None, label: None },
     ];
     let wanted_label = match sel.point {
@@ -671,10 +671,6 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
 }
 
 /// The end of the recording, in ns.
-fn end_ns(l: &Loaded) -> u64 {
-    l.replay.report.end.map_or_else(|| l.ns(l.state().end_time_ns), |e| e.end_ns)
-}
-
 /// The labels that get the tree's figures: all, or `MAX_LABEL_POINTS` evenly spread
 /// (always with the one `--at` names).
 fn pick_labels(count: usize, wanted: Option<usize>) -> Vec<usize> {
@@ -816,7 +812,7 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
     let tl = state.timeline();
     let n = tl.bucket_count();
     let w = tl.bucket_ticks();
-    let end = end_ns(l);
+    let end = l.end_ns();
     let mut edges_ns: Vec<u64> = (0..n as u64).map(|i| l.ns(i * w)).collect();
     edges_ns.push(end.max(edges_ns.last().copied().unwrap_or(0)));
 

@@ -65,6 +65,12 @@ impl Loaded {
     pub fn ns(&self, ticks: u64) -> u64 {
         select::ticks_to_ns(ticks, self.ticks_per_second())
     }
+
+    /// The end of the recording: the end-of-log record's, else the last clock reading
+    /// (a lower bound, for a log cut off before its end).
+    pub fn end_ns(&self) -> u64 {
+        self.replay.report.end.map_or_else(|| self.ns(self.state().end_time_ns), |e| e.end_ns)
+    }
 }
 
 /// Whether to draw a progress bar for the replay.

@@ -139,12 +139,7 @@ pub fn build(l: &Loaded) -> TimelineData {
         .map(|m| LabelMark { name: state.string(m.name), time_ns: l.ns(m.time_ns), frame: m.frame })
         .collect();
     let frames = state.frames.iter().map(|f| FrameMark { frame: f.frame, time_ns: l.ns(f.time_ns) }).collect();
-    let end_ns = l
-        .replay
-        .report
-        .end
-        .map_or_else(|| l.ns(state.end_time_ns), |e| e.end_ns)
-        .max(process.last().map_or(0, |p| p.time_ns));
+    let end_ns = l.end_ns().max(process.last().map_or(0, |p| p.time_ns));
     TimelineData { bucket_ns, buckets, end_ns, domains, contexts, process, labels, frames }
 }
 

@@ -319,7 +319,7 @@ pub fn build(l: &Loaded) -> Summary {
         exe_path: header.exe_path.clone(),
         start_unix_ns: header.start_unix_ns,
         start_utc: format_utc(header.start_unix_ns),
-        duration_ns: report.end.map_or_else(|| l.ns(state.end_time_ns), |e| e.end_ns),
+        duration_ns: l.end_ns(),
         duration_is_lower_bound: report.end.is_none(),
         events: state.events,
         frames: state.frames.len() as u64,
