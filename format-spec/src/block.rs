@@ -752,6 +752,24 @@ impl std::error::Error for BlockError {}
 
 /// Verifies and decompresses a stored payload.
 pub fn unpack_payload(frame: &BlockFrame, stored: &[u8]) -> Result<Vec<u8>, BlockError> {
+    let mut buf = Vec::new();
+    let n = unpack_payload_into(frame, stored, &mut buf)?.len();
+    if matches!(frame.compression, Compression::Lz4) {
+        buf.truncate(n);
+        Ok(buf)
+    } else {
+        Ok(stored.to_vec())
+    }
+}
+
+/// Verifies and decompresses a stored payload, into `buf` if it is compressed: `buf`
+/// keeps its memory from one block to the next, so a reader that decodes many blocks
+/// neither allocates nor zeroes a buffer for each. Returns the payload.
+pub fn unpack_payload_into<'a>(
+    frame: &BlockFrame,
+    stored: &'a [u8],
+    buf: &'a mut Vec<u8>,
+) -> Result<&'a [u8], BlockError> {
     if crc32fast::hash(stored) != frame.payload_crc {
         return Err(BlockError::ChecksumMismatch);
     }
@@ -760,12 +778,16 @@ pub fn unpack_payload(frame: &BlockFrame, stored: &[u8]) -> Result<Vec<u8>, Bloc
             if stored.len() != frame.raw_len as usize {
                 return Err(BlockError::Decompression);
             }
-            Ok(stored.to_vec())
+            Ok(stored)
         }
         Compression::Lz4 => {
-            let mut raw = vec![0u8; frame.raw_len as usize];
-            match lz4_flex::block::decompress_into(stored, &mut raw) {
-                Ok(n) if n == raw.len() => Ok(raw),
+            let n = frame.raw_len as usize;
+            if buf.len() < n {
+                buf.resize(n, 0);
+            }
+            let raw = &mut buf[..n];
+            match lz4_flex::block::decompress_into(stored, raw) {
+                Ok(got) if got == n => Ok(raw),
                 _ => Err(BlockError::Decompression),
             }
         }
@@ -801,119 +823,183 @@ const REUSE_LAST: u8 = tag::ALLOC_REUSE + RECENT as u8 - 1;
 /// A recent-address index past the list's length: the payload is malformed.
 const NO_SUCH_RECENT: CursorError = CursorError::Overlong;
 
+/// Where the decoder puts each event it reads. One decoder serves two outputs: whole
+/// [`Event`]s ([`EventDecoder`]) and compact [`Record`]s ([`decode_records`]), so the
+/// encoding is read in one place. The hot kinds have methods of their own, which the
+/// record output implements without building an `Event`; the rest go to [`Output::event`].
+pub(crate) trait Output {
+    fn event(&mut self, e: Event);
+
+    #[inline(always)]
+    fn alloc(&mut self, seq: u64, domain: DomainId, addr: u64, size: u64, align_log2: u8, stack: StackId) {
+        self.event(Event::Alloc { seq, domain, addr, size, align_log2, stack });
+    }
+
+    #[inline(always)]
+    fn free(&mut self, seq: u64, domain: DomainId, addr: u64, stack: StackId) {
+        self.event(Event::Free { seq, domain, addr, stack });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn realloc(
+        &mut self,
+        free_seq: u64,
+        seq: u64,
+        old_addr: u64,
+        new_addr: u64,
+        new_size: u64,
+        align_log2: u8,
+        stack: StackId,
+    ) {
+        self.event(Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack });
+    }
+
+    #[inline(always)]
+    fn usage(&mut self, seq: u64, addr: u64, used: u64) {
+        self.event(Event::Usage { seq, addr, used });
+    }
+
+    #[inline(always)]
+    fn context_push(&mut self, ty: ContextTypeId, name: StringId, flags: u8) {
+        self.event(Event::ContextPush { ty, name, flags });
+    }
+
+    #[inline(always)]
+    fn context_pop(&mut self) {
+        self.event(Event::ContextPop);
+    }
+
+    #[inline(always)]
+    fn time(&mut self, ns: u64) {
+        self.event(Event::Time { ns });
+    }
+}
+
 impl<'a> EventDecoder<'a> {
+    #[inline(always)]
     fn seq(&mut self) -> Result<u64, CursorError> {
         self.prev_seq = self.prev_seq.wrapping_add(self.c.i64()? as u64);
         Ok(self.prev_seq)
     }
 
+    #[inline(always)]
     fn addr(&mut self) -> Result<u64, CursorError> {
         self.prev_addr = self.prev_addr.wrapping_add(self.c.i64()? as u64);
         Ok(self.prev_addr)
     }
 
-    fn next_event(&mut self) -> Result<Event, (&'static str, CursorError)> {
+    /// Decodes the next record into `out`.
+    #[inline(always)]
+    fn decode_one(&mut self, out: &mut impl Output) -> Result<(), (&'static str, CursorError)> {
         let t = self.c.u8().map_err(|e| ("tag", e))?;
-        let ev = match t {
-            tag::ALLOC | tag::DOMAIN_ALLOC | tag::ALLOC_REUSE..=REUSE_LAST => (|| {
-                let seq = self.seq()?;
-                let (domain, addr) = match t {
-                    tag::ALLOC => (HEAP_DOMAIN, self.addr()?),
-                    tag::DOMAIN_ALLOC => (self.c.u32()?, self.addr()?),
-                    _ => {
-                        let addr = self.recent.freed.get(usize::from(t - tag::ALLOC_REUSE)).ok_or(NO_SUCH_RECENT)?;
-                        self.prev_addr = addr;
-                        (HEAP_DOMAIN, addr)
+        match t {
+            tag::ALLOC | tag::DOMAIN_ALLOC | tag::ALLOC_REUSE..=REUSE_LAST => {
+                let (seq, domain, addr, size, stack, align_log2) = (|| {
+                    let seq = self.seq()?;
+                    let (domain, addr) = match t {
+                        tag::ALLOC => (HEAP_DOMAIN, self.addr()?),
+                        tag::DOMAIN_ALLOC => (self.c.u32()?, self.addr()?),
+                        _ => {
+                            let i = usize::from(t - tag::ALLOC_REUSE);
+                            let addr = self.recent.freed.get(i).ok_or(NO_SUCH_RECENT)?;
+                            self.prev_addr = addr;
+                            (HEAP_DOMAIN, addr)
+                        }
+                    };
+                    if domain == HEAP_DOMAIN {
+                        self.recent.allocated(addr);
                     }
-                };
-                if domain == HEAP_DOMAIN {
-                    self.recent.allocated(addr);
-                }
-                let size = self.c.u64()?;
-                let stack = self.c.u32()?;
-                let align_log2 = self.c.u8()?;
-                Ok(Event::Alloc { seq, domain, addr, size, align_log2, stack })
-            })()
-            .map_err(|e| ("alloc", e))?,
-            tag::FREE | tag::DOMAIN_FREE | tag::FREE_RECENT..=RECENT_LAST => (|| {
-                let seq = self.seq()?;
-                let (domain, addr) = match t {
-                    tag::FREE => (HEAP_DOMAIN, self.addr()?),
-                    tag::DOMAIN_FREE => (self.c.u32()?, self.addr()?),
-                    _ => {
-                        let addr = self.recent.live.get(usize::from(t - tag::FREE_RECENT)).ok_or(NO_SUCH_RECENT)?;
-                        self.prev_addr = addr;
-                        (HEAP_DOMAIN, addr)
+                    Ok((seq, domain, addr, self.c.u64()?, self.c.u32()?, self.c.u8()?))
+                })()
+                .map_err(|e| ("alloc", e))?;
+                out.alloc(seq, domain, addr, size, align_log2, stack);
+            }
+            tag::FREE | tag::DOMAIN_FREE | tag::FREE_RECENT..=RECENT_LAST => {
+                let (seq, domain, addr, stack) = (|| {
+                    let seq = self.seq()?;
+                    let (domain, addr) = match t {
+                        tag::FREE => (HEAP_DOMAIN, self.addr()?),
+                        tag::DOMAIN_FREE => (self.c.u32()?, self.addr()?),
+                        _ => {
+                            let i = usize::from(t - tag::FREE_RECENT);
+                            let addr = self.recent.live.get(i).ok_or(NO_SUCH_RECENT)?;
+                            self.prev_addr = addr;
+                            (HEAP_DOMAIN, addr)
+                        }
+                    };
+                    if domain == HEAP_DOMAIN {
+                        self.recent.freed(addr);
                     }
-                };
-                if domain == HEAP_DOMAIN {
-                    self.recent.freed(addr);
-                }
-                let stack = self.c.u32()?;
-                Ok(Event::Free { seq, domain, addr, stack })
-            })()
-            .map_err(|e| ("free", e))?,
-            tag::REALLOC => (|| {
-                let free_seq = self.seq()?;
-                let seq = self.seq()?;
-                let old_addr = self.addr()?;
-                let new_addr = self.addr()?;
-                self.recent.freed(old_addr);
-                self.recent.allocated(new_addr);
-                let new_size = self.c.u64()?;
-                let stack = self.c.u32()?;
-                let align_log2 = self.c.u8()?;
-                Ok(Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack })
-            })()
-            .map_err(|e| ("realloc", e))?,
-            tag::USAGE => (|| {
-                let seq = self.seq()?;
-                let addr = self.addr()?;
-                let used = self.c.u64()?;
-                Ok(Event::Usage { seq, addr, used })
-            })()
-            .map_err(|e| ("usage", e))?,
-            tag::CONTEXT_PUSH => (|| {
-                let ty = self.c.u32()?;
-                let name = self.c.u32()?;
-                let flags = self.c.u8()?;
-                Ok(Event::ContextPush { ty, name, flags })
-            })()
-            .map_err(|e| ("context push", e))?,
-            tag::CONTEXT_POP => Event::ContextPop,
-            tag::ATTACH_PUSH => (|| {
-                let seq = self.seq()?;
-                let addr = self.addr()?;
-                Ok(Event::AttachPush { seq, addr })
-            })()
-            .map_err(|e| ("attach push", e))?,
-            tag::ATTACH_POP => Event::AttachPop,
+                    Ok((seq, domain, addr, self.c.u32()?))
+                })()
+                .map_err(|e| ("free", e))?;
+                out.free(seq, domain, addr, stack);
+            }
+            tag::REALLOC => {
+                let (free_seq, seq, old_addr, new_addr, new_size, stack, align_log2) = (|| {
+                    let free_seq = self.seq()?;
+                    let seq = self.seq()?;
+                    let old_addr = self.addr()?;
+                    let new_addr = self.addr()?;
+                    self.recent.freed(old_addr);
+                    self.recent.allocated(new_addr);
+                    Ok((free_seq, seq, old_addr, new_addr, self.c.u64()?, self.c.u32()?, self.c.u8()?))
+                })()
+                .map_err(|e| ("realloc", e))?;
+                out.realloc(free_seq, seq, old_addr, new_addr, new_size, align_log2, stack);
+            }
+            tag::USAGE => {
+                let (seq, addr, used) =
+                    (|| Ok((self.seq()?, self.addr()?, self.c.u64()?)))().map_err(|e| ("usage", e))?;
+                out.usage(seq, addr, used);
+            }
+            tag::CONTEXT_PUSH => {
+                let (ty, name, flags) =
+                    (|| Ok((self.c.u32()?, self.c.u32()?, self.c.u8()?)))().map_err(|e| ("context push", e))?;
+                out.context_push(ty, name, flags);
+            }
+            tag::CONTEXT_POP => out.context_pop(),
+            tag::ATTACH_PUSH => {
+                let (seq, addr) = (|| Ok((self.seq()?, self.addr()?)))().map_err(|e| ("attach push", e))?;
+                out.event(Event::AttachPush { seq, addr });
+            }
+            tag::ATTACH_POP => out.event(Event::AttachPop),
             tag::TIME => {
                 let d = self.c.i64().map_err(|e| ("time", e))?;
                 self.prev_time = self.prev_time.wrapping_add(d as u64);
-                Event::Time { ns: self.prev_time }
+                out.time(self.prev_time);
             }
-            tag::FRAME_START => (|| {
-                let seq = self.seq()?;
-                let frame = self.c.u64()?;
-                Ok(Event::FrameStart { seq, frame })
-            })()
-            .map_err(|e| ("frame start", e))?,
-            tag::LABEL => (|| {
-                let seq = self.seq()?;
-                let name = self.c.u32()?;
-                Ok(Event::Label { seq, name })
-            })()
-            .map_err(|e| ("label", e))?,
+            tag::FRAME_START => {
+                let (seq, frame) = (|| Ok((self.seq()?, self.c.u64()?)))().map_err(|e| ("frame start", e))?;
+                out.event(Event::FrameStart { seq, frame });
+            }
+            tag::LABEL => {
+                let (seq, name) = (|| Ok((self.seq()?, self.c.u32()?)))().map_err(|e| ("label", e))?;
+                out.event(Event::Label { seq, name });
+            }
             FIRST_SIZED_TAG..=LAST_SIZED_TAG => {
                 let len = self.c.u64().map_err(|e| ("record length", e))?;
                 let len = usize::try_from(len).map_err(|_| ("record length", CursorError::Overlong))?;
                 let body = self.c.bytes(len).map_err(|e| ("record body", e))?;
-                decode_sized(t, body)?
+                out.event(decode_sized(t, body)?);
             }
             _ => return Err(("record tag", CursorError::Overlong)),
-        };
-        Ok(ev)
+        }
+        Ok(())
+    }
+
+    /// Decodes every remaining record into `out`; the error says where and what.
+    #[inline(always)]
+    pub(crate) fn decode_all(&mut self, out: &mut impl Output) -> Result<(), BlockError> {
+        while !self.c.is_empty() {
+            let offset = self.c.position();
+            if let Err((what, _)) = self.decode_one(out) {
+                self.failed = true;
+                return Err(BlockError::Malformed { offset, what });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -996,6 +1082,14 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
     r.map_err(|e| (what, e))
 }
 
+/// The [`Output`] of [`EventDecoder`]'s iterator: the one event just decoded.
+impl Output for Option<Event> {
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        *self = Some(e);
+    }
+}
+
 impl Iterator for EventDecoder<'_> {
     type Item = Result<Event, BlockError>;
 
@@ -1004,8 +1098,9 @@ impl Iterator for EventDecoder<'_> {
             return None;
         }
         let offset = self.c.position();
-        match self.next_event() {
-            Ok(ev) => Some(Ok(ev)),
+        let mut out = None;
+        match self.decode_one(&mut out) {
+            Ok(()) => out.map(Ok),
             Err((what, _)) => {
                 self.failed = true;
                 Some(Err(BlockError::Malformed { offset, what }))
@@ -1130,6 +1225,36 @@ mod tests {
             }
         }
         events
+    }
+
+    /// The record decoder gives, block by block, exactly the events of the event decoder
+    /// as records: the same decoder state, only the output differs. Also for a payload
+    /// cut short: the records before the error, and the same error.
+    #[test]
+    fn records_decode_as_the_events_do() {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let events = churn_stream(&mut rng, 30_000);
+        for chunk in events.chunks(2_500) {
+            let mut enc = EventEncoder::new();
+            chunk.iter().for_each(|e| enc.push(e));
+            let payload = enc.payload().to_vec();
+            for cut in [payload.len(), payload.len() * 2 / 3] {
+                let p = &payload[..cut];
+                let mut expected = crate::record::Records::default();
+                let mut expected_err = None;
+                for e in decode_events(p) {
+                    match e {
+                        Ok(e) => expected.push(e),
+                        Err(err) => expected_err = Some(err),
+                    }
+                }
+                let mut got = crate::record::Records::default();
+                let err = crate::record::decode_records(p, &mut got).err();
+                assert_eq!(got.records, expected.records);
+                assert_eq!(got.events, expected.events);
+                assert_eq!(err, expected_err);
+            }
+        }
     }
 
     /// The encoded bytes of `churn_stream`, framed and compressed, pinned: their length

@@ -14,6 +14,7 @@ pub mod event;
 pub mod header;
 pub mod ordered;
 pub mod reader;
+pub mod record;
 pub mod varint;
 pub mod writer;
 
@@ -22,6 +23,7 @@ pub use event::*;
 pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use ordered::{merge_by_seq, Part, ThreadEvent};
 pub use reader::{Block, Damage, DecodedBlock, Log, LogReader, ReadReport};
+pub use record::{decode_records, Record, RecordKind, Records};
 pub use writer::LogWriter;
 
 /// Why a log could not be opened at all. Damage past the header is not an error: it is

@@ -415,9 +415,16 @@ impl Block {
     /// Reads the stored payload of the block whose frame (as indexed by a [`LogReader`]
     /// pass) is at `offset` of `file`: random access for readers that index first.
     pub fn read_at(file: &std::fs::File, offset: u64, frame: BlockFrame) -> io::Result<Block> {
-        let mut stored = vec![0u8; frame.stored_len as usize];
-        read_exact_at(file, &mut stored, offset + FRAME_LEN as u64)?;
+        let mut stored = Vec::new();
+        Block::read_stored_at(file, offset, frame, &mut stored)?;
         Ok(Block { offset, frame, stored })
+    }
+
+    /// Reads the stored payload of the block at `offset` (whose frame is `frame`) into
+    /// `buf`, which keeps its memory from one call to the next.
+    pub fn read_stored_at(file: &std::fs::File, offset: u64, frame: BlockFrame, buf: &mut Vec<u8>) -> io::Result<()> {
+        buf.resize(frame.stored_len as usize, 0);
+        read_exact_at(file, buf, offset + FRAME_LEN as u64)
     }
 }
 

@@ -3,59 +3,60 @@
 //!
 //! Pass one ([`IndexedLog::open`]) reads the file once, framing blocks without decoding
 //! them, and keeps each thread's block list. Pass two ([`IndexedLog::replay`]) decodes
-//! blocks in parallel, in the order of their first sequence number, and merges the
-//! threads' streams by sequence number. The merge only hands out an event once every
-//! block that could hold a smaller sequence number has been decoded: a block's events
-//! all carry numbers at or above its frame's `first_seq`, so everything below the
-//! `first_seq` of the next undecoded block is known.
+//! blocks in parallel into compact [`Record`]s, in the order of their first sequence
+//! number, and merges the threads' streams by sequence number. The merge only hands out a
+//! record once every block that could hold a smaller sequence number has been decoded: a
+//! block's events all carry numbers at or above its frame's `first_seq`, so everything
+//! below the `first_seq` of the next undecoded block is known.
 //!
-//! A realloc is handed out twice, as in [`memreplay_format::merge_by_seq`]: its free half
-//! at `free_seq` and its allocation half at `seq`. Unsequenced events (context push and
-//! pop, time, definitions) come out just before the next sequenced event of their thread.
+//! A realloc is two records, its free half at `free_seq` and its allocation half at
+//! `seq`, as in [`memreplay_format::merge_by_seq`]. Unsequenced events (context push and
+//! pop, time, definitions) come out just before the next sequenced event of their thread:
+//! the decoding thread gives each the key of that event (found in its block, or the next
+//! block of the thread that has one), so the merge compares one key per record and a
+//! thread's run is a plain loop. Records with no sequenced event after them (key
+//! `u64::MAX`) come out last.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::path::Path;
+use std::sync::Mutex;
 
-use memreplay_format::{Block, BlockFrame, Damage, Event, FileHeader, FormatError, LogReader, Part, ReadReport};
+use memreplay_format::{
+    block::unpack_payload_into, decode_records, Block, BlockFrame, Damage, FileHeader, FormatError, LogReader,
+    ReadReport, Record, Records,
+};
 use rayon::prelude::*;
 
 use super::ReplayState;
 
-/// What the events are handed to, in global order.
+/// What the records are handed to, in global order.
 pub trait EventSink {
-    /// One event (or realloc half) of stream `thread`.
-    fn event(&mut self, thread: u32, event: &Event, part: Part);
+    /// One record of stream `thread`; `block` holds the events its `Event` records refer to.
+    fn record(&mut self, thread: u32, record: &Record, block: &Records);
 
-    /// A hint: `event` comes a few events from now (see `addr_map.rs`).
+    /// A hint: `record` comes a few records from now (see `addr_map.rs`).
     #[inline]
-    fn upcoming(&mut self, _event: &Event) {}
-}
-
-impl<F: FnMut(u32, &Event, Part)> EventSink for F {
-    #[inline]
-    fn event(&mut self, thread: u32, event: &Event, part: Part) {
-        self(thread, event, part)
-    }
+    fn upcoming(&mut self, _record: &Record) {}
 }
 
 impl EventSink for ReplayState {
-    #[inline]
-    fn event(&mut self, thread: u32, event: &Event, part: Part) {
-        self.apply(thread, event, part)
+    #[inline(always)]
+    fn record(&mut self, thread: u32, record: &Record, block: &Records) {
+        self.apply_record(thread, record, block)
     }
 
-    #[inline]
-    fn upcoming(&mut self, event: &Event) {
-        ReplayState::upcoming(self, event)
+    #[inline(always)]
+    fn upcoming(&mut self, record: &Record) {
+        ReplayState::upcoming(self, record)
     }
 }
 
-/// How far ahead of the event being applied the next ones are announced: enough for
+/// How far ahead of the record being applied the next ones are announced: enough for
 /// their cache misses to overlap, not so far that the lines are evicted again. Measured
-/// on `replay_throughput`'s 20 M-event log (same session): no lookahead 6.1 M events/s,
-/// 8 events 8.5, 16 12, 32 13.5, 64 12.
+/// on `replay_throughput`'s 20 M-event log (same session, with `Event`s rather than
+/// records): no lookahead 6.1 M events/s, 8 events 8.5, 16 12, 32 13.5, 64 12.
 const LOOKAHEAD_EVENTS: usize = 32;
 
 /// A log whose blocks have been framed and indexed per thread, ready to replay.
@@ -75,6 +76,11 @@ struct ThreadBlocks {
     blocks: Vec<(u64, BlockFrame, u64)>,
 }
 
+/// Whether a block holds any sequenced event.
+fn sequenced(f: &BlockFrame) -> bool {
+    !(f.first_seq == 0 && f.last_seq == 0)
+}
+
 impl IndexedLog {
     /// Pass one: checks the header and frames every block. Damage is recorded, not fatal.
     pub fn open(path: &Path) -> Result<IndexedLog, FormatError> {
@@ -92,10 +98,10 @@ impl IndexedLog {
             });
             let t = &mut threads[i];
             // A block without sequenced events sorts where its thread's stream stands.
-            let key = if f.first_seq == 0 && f.last_seq == 0 {
-                t.blocks.last().map_or(0, |&(_, prev, key)| if prev.last_seq == 0 { key } else { prev.last_seq })
-            } else {
+            let key = if sequenced(&f) {
                 f.first_seq
+            } else {
+                t.blocks.last().map_or(0, |&(_, prev, key)| if sequenced(&prev) { prev.last_seq } else { key })
             };
             t.blocks.push((block.offset, f, key));
         }
@@ -108,43 +114,53 @@ impl IndexedLog {
         self.threads.iter().map(|t| t.thread)
     }
 
-    /// Pass two: calls `f` with every event in global order, and `progress` with the
-    /// number of events handed out so far, now and then.
+    /// Pass two: hands every record to `f` in global order, and calls `progress` with the
+    /// number of records handed out so far, now and then.
     pub fn replay(&mut self, f: &mut impl EventSink, mut progress: impl FnMut(u64)) {
-        let mut order: Vec<(u64, u64, usize)> = Vec::new();
-        for (ti, t) in self.threads.iter().enumerate() {
-            order.extend(t.blocks.iter().map(|&(offset, _, key)| (key, offset, ti)));
-        }
-        order.sort_unstable();
-        let frames: std::collections::HashMap<u64, BlockFrame> =
-            self.threads.iter().flat_map(|t| t.blocks.iter().map(|&(o, f, _)| (o, f))).collect();
-
+        let order = self.decoding_order();
         let mut cursors: Vec<Cursor> = self
             .threads
             .iter()
-            .map(|t| Cursor { thread: t.thread, queue: VecDeque::new(), pos: 0, part: 0, undecoded: t.blocks.len() })
+            .map(|t| Cursor { thread: t.thread, queue: VecDeque::new(), pos: 0, undecoded: t.blocks.len() })
             .collect();
-        let batch = (rayon::current_num_threads() * 4).max(8);
+        // The merge takes a core of its own: decoding gets the others (at least one), so
+        // that the two never take turns on one core.
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let decoders = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build().ok();
+        let batch = (cores * 4).max(8);
         let mut handed_out = 0u64;
         let mut damage: Vec<Damage> = Vec::new();
         let file = &self.file;
         let threads = &self.threads;
+        // Spent record buffers, back from the merge to the decoders: a block's buffers
+        // are reused rather than allocated (and their pages faulted in) anew.
+        let spare: Mutex<Vec<Records>> = Mutex::new(Vec::new());
 
         std::thread::scope(|scope| {
             // Decoding runs ahead of the merge on its own thread (and rayon's pool), a few
             // batches at most, so decoding and replaying overlap.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, Result<Vec<Event>, Damage>)>>(LOOKAHEAD);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, Result<Records, Damage>)>>(LOOKAHEAD);
             let order_ref = &order;
-            let frames = &frames;
+            let spare_ref = &spare;
+            let decoders = &decoders;
             scope.spawn(move || {
-                for chunk in order_ref.chunks(batch) {
-                    let decoded = chunk
-                        .par_iter()
-                        .map(|&(_, offset, ti)| (ti, decode_block(file, offset, frames[&offset])))
-                        .collect();
-                    if tx.send(decoded).is_err() {
-                        return;
+                let decode_all = || {
+                    for chunk in order_ref.chunks(batch) {
+                        let decoded = chunk
+                            .par_iter()
+                            .map(|b| {
+                                let out = spare_ref.lock().map(|mut s| s.pop()).ok().flatten().unwrap_or_default();
+                                (b.thread_index, decode_block(file, b, out))
+                            })
+                            .collect();
+                        if tx.send(decoded).is_err() {
+                            return;
+                        }
                     }
+                };
+                match decoders {
+                    Some(pool) => pool.install(decode_all),
+                    None => decode_all(),
                 }
             });
 
@@ -160,16 +176,16 @@ impl IndexedLog {
                     let c = &mut cursors[ti];
                     c.undecoded -= 1;
                     match result {
-                        Ok(events) => c.queue.push_back(events),
+                        Ok(records) => c.queue.push_back(records),
                         Err(d) => damage.push(d),
                     }
                 }
             };
-            let frontier = |next: usize| order.get(next).map_or(u64::MAX, |o| o.0);
+            let frontier = |next: usize| order.get(next).map_or(u64::MAX, |b| b.key);
 
             let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
-            for (ti, c) in cursors.iter().enumerate() {
-                if let Some(k) = c.head_key(threads[ti].next_key(c)) {
+            for (ti, c) in cursors.iter_mut().enumerate() {
+                if let Some(k) = c.head_key(threads[ti].next_key(c.undecoded), &spare) {
                     heap.push(Reverse((k, ti)));
                 }
             }
@@ -179,30 +195,27 @@ impl IndexedLog {
                     decode_batch(&mut next, &mut cursors);
                 }
                 let c = &mut cursors[ti];
-                match c.head(threads[ti].next_key(c)) {
-                    Head::Item(k) if k == key => {}
-                    Head::Item(k) => {
+                match c.head_key(threads[ti].next_key(c.undecoded), &spare) {
+                    Some(k) if k == key && c.has_record() => {}
+                    // A block came in with an earlier key, or the next block is still
+                    // undecoded (or was damaged and skipped: wait for the one after).
+                    Some(k) => {
                         heap.push(Reverse((k, ti)));
                         continue;
                     }
-                    // Its next block was damaged and skipped: wait for the one after.
-                    Head::NeedBlock(k) => {
-                        heap.push(Reverse((k, ti)));
-                        continue;
-                    }
-                    // Only unsequenced events left: they come after every sequenced one.
-                    Head::Done => continue,
+                    // Only records without a sequenced event after them are left.
+                    None => continue,
                 }
-                // Hand out the thread's items while they come before every other thread's.
-                let limit = heap.peek().map_or(u64::MAX, |Reverse((k, _))| *k).min(frontier(next));
-                let next_block = threads[ti].next_key(c);
-                handed_out += c.emit_run(key, limit, next_block, f);
+                // Hand out the thread's records while they come before every other thread's.
+                // (At least its first record: a log with a sequence number twice must not stall.)
+                let limit = heap.peek().map_or(u64::MAX, |Reverse((k, _))| *k).min(frontier(next)).max(key + 1);
+                handed_out += c.emit_run(limit, f, &spare);
                 progress(handed_out);
-                if let Some(k) = c.head_key(threads[ti].next_key(c)) {
+                if let Some(k) = c.head_key(threads[ti].next_key(c.undecoded), &spare) {
                     heap.push(Reverse((k, ti)));
                 }
             }
-            // Threads whose last events are unsequenced, and any blocks left (all unsequenced).
+            // Blocks left (all of them without sequenced events, or after the last one).
             while next < order.len() {
                 decode_batch(&mut next, &mut cursors);
             }
@@ -213,32 +226,85 @@ impl IndexedLog {
         progress(handed_out);
         self.report.damage.extend(damage);
     }
+
+    /// Every block, in the order to decode them (by ordering key), with the key that its
+    /// trailing unsequenced records take: the first sequenced event of the thread's next
+    /// block that has one.
+    fn decoding_order(&self) -> Vec<BlockToDecode> {
+        let mut order = Vec::new();
+        for (ti, t) in self.threads.iter().enumerate() {
+            let mut after = u64::MAX;
+            let start = order.len();
+            for &(offset, frame, key) in t.blocks.iter().rev() {
+                order.push(BlockToDecode { key, offset, frame, thread_index: ti, key_after: after });
+                if sequenced(&frame) {
+                    after = frame.first_seq;
+                }
+            }
+            order[start..].reverse();
+        }
+        // Stable: a thread's blocks with equal keys stay in file order.
+        order.sort_by_key(|b| b.key);
+        order
+    }
+}
+
+/// A block to decode, and where it goes.
+struct BlockToDecode {
+    /// Its ordering key (see [`IndexedLog::open`]).
+    key: u64,
+    offset: u64,
+    frame: BlockFrame,
+    thread_index: usize,
+    /// The key of the records after its last sequenced one.
+    key_after: u64,
 }
 
 impl ThreadBlocks {
     /// Ordering key of the thread's next undecoded block.
-    fn next_key(&self, c: &Cursor) -> Option<u64> {
-        (c.undecoded > 0).then(|| self.blocks[self.blocks.len() - c.undecoded].2)
+    fn next_key(&self, undecoded: usize) -> Option<u64> {
+        (undecoded > 0).then(|| self.blocks[self.blocks.len() - undecoded].2)
     }
 }
 
 /// Batches of decoded blocks the decoding thread may run ahead of the merge.
 const LOOKAHEAD: usize = 4;
 
-/// Reads one block again and decodes it; damage found now is reported like pass one's.
-fn decode_block(file: &File, offset: u64, frame: BlockFrame) -> Result<Vec<Event>, Damage> {
-    Block::read_at(file, offset, frame)
-        .map_err(|e| memreplay_format::BlockError::Malformed { offset: 0, what: io_what(&e) })
-        .and_then(|b| b.decode())
-        .map(|d| d.events)
-        .map_err(|error| Damage::BadBlock {
-            offset,
-            thread: frame.thread,
-            events: frame.event_count,
-            first_seq: frame.first_seq,
-            last_seq: frame.last_seq,
-            error,
-        })
+thread_local! {
+    /// A decoding thread's buffers for a block's stored and decompressed bytes.
+    static BLOCK_BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Reads one block again and decodes it into `out` (cleared first), keying its unsequenced
+/// records; damage found now is reported like pass one's.
+fn decode_block(file: &File, b: &BlockToDecode, mut out: Records) -> Result<Records, Damage> {
+    let frame = b.frame;
+    let damage = |error| Damage::BadBlock {
+        offset: b.offset,
+        thread: frame.thread,
+        events: frame.event_count,
+        first_seq: frame.first_seq,
+        last_seq: frame.last_seq,
+        error,
+    };
+    out.clear();
+    // Every event takes at least one byte: a corrupt count must not reserve more.
+    out.records.reserve((frame.event_count as usize).min(frame.raw_len as usize));
+    BLOCK_BUFFERS.with_borrow_mut(|(stored, raw)| {
+        Block::read_stored_at(file, b.offset, frame, stored)
+            .map_err(|e| damage(memreplay_format::BlockError::Malformed { offset: 0, what: io_what(&e) }))?;
+        let payload = unpack_payload_into(&frame, stored, raw).map_err(damage)?;
+        decode_records(payload, &mut out).map_err(damage)
+    })?;
+    let mut next = b.key_after;
+    for r in out.records.iter_mut().rev() {
+        if r.sequenced {
+            next = r.key;
+        } else {
+            r.key = next;
+        }
+    }
+    Ok(out)
 }
 
 fn io_what(e: &std::io::Error) -> &'static str {
@@ -248,142 +314,66 @@ fn io_what(e: &std::io::Error) -> &'static str {
     }
 }
 
-/// What comes next on a thread.
-enum Head {
-    /// A sequenced item with this key is next (possibly after unsequenced ones).
-    Item(u64),
-    /// The decoded events are used up; the next block (this key) is not decoded yet.
-    NeedBlock(u64),
-    /// Only unsequenced items (or nothing) remain.
-    Done,
-}
-
 /// A thread's position in its decoded blocks.
 struct Cursor {
     thread: u32,
-    queue: VecDeque<Vec<Event>>,
-    /// Index in `queue[0]` and, for a realloc, which half (0 = free, 1 = allocation).
+    queue: VecDeque<Records>,
+    /// Index in `queue[0].records`.
     pos: usize,
-    part: u8,
     undecoded: usize,
 }
 
-/// The ordering key and part of item (`e`, `part`).
-#[inline]
-fn item(e: &Event, part: u8) -> (Option<u64>, Part) {
-    match *e {
-        Event::Realloc { free_seq, seq, .. } => {
-            if part == 0 {
-                (Some(free_seq), Part::ReallocFree)
-            } else {
-                (Some(seq), Part::ReallocAlloc)
-            }
-        }
-        _ => (e.seq(), Part::Whole),
-    }
-}
-
 impl Cursor {
-    /// The current item, if the decoded blocks hold one.
-    #[inline(always)]
-    fn current(&mut self) -> Option<(&Event, u8)> {
-        while let Some(front) = self.queue.front() {
-            if self.pos < front.len() {
-                break;
+    /// Drops spent blocks from the front of the queue (into `spare`).
+    fn skip_spent(&mut self, spare: &Mutex<Vec<Records>>) {
+        while self.queue.front().is_some_and(|b| self.pos >= b.records.len()) {
+            if let (Some(b), Ok(mut spare)) = (self.queue.pop_front(), spare.lock()) {
+                spare.push(b);
             }
-            self.queue.pop_front();
             self.pos = 0;
-            self.part = 0;
-        }
-        let part = self.part;
-        self.queue.front().map(|b| (&b[self.pos], part))
-    }
-
-    /// The event `d` events after the current one, if its block is at hand.
-    #[inline]
-    fn ahead(&self, d: usize) -> Option<&Event> {
-        self.queue.front()?.get(self.pos + d)
-    }
-
-    #[inline]
-    fn advance(&mut self, e_is_realloc: bool) {
-        if e_is_realloc && self.part == 0 {
-            self.part = 1;
-        } else {
-            self.part = 0;
-            self.pos += 1;
         }
     }
 
-    fn head(&self, next_block: Option<u64>) -> Head {
-        let (mut bi, mut pos, mut part) = (0usize, self.pos, self.part);
-        // Skip exhausted blocks without consuming anything.
-        while let Some(b) = self.queue.get(bi) {
-            while pos < b.len() {
-                let e = &b[pos];
-                if let (Some(k), _) = item(e, part) {
-                    return Head::Item(k);
-                }
-                if matches!(e, Event::Realloc { .. }) && part == 0 {
-                    part = 1;
-                } else {
-                    part = 0;
-                    pos += 1;
-                }
-            }
-            bi += 1;
-            pos = 0;
-            part = 0;
-        }
-        match next_block {
-            Some(k) => Head::NeedBlock(k),
-            None => Head::Done,
+    fn has_record(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// The key of what comes next on the thread: its next record, or its next undecoded
+    /// block (`next_block`); `None` when only records keyed `u64::MAX` (nothing sequenced
+    /// after them) are left.
+    fn head_key(&mut self, next_block: Option<u64>, spare: &Mutex<Vec<Records>>) -> Option<u64> {
+        self.skip_spent(spare);
+        match self.queue.front() {
+            Some(b) => Some(b.records[self.pos].key).filter(|&k| k != u64::MAX),
+            None => next_block,
         }
     }
 
-    fn head_key(&self, next_block: Option<u64>) -> Option<u64> {
-        match self.head(next_block) {
-            Head::Item(k) | Head::NeedBlock(k) => Some(k),
-            Head::Done => None,
-        }
-    }
-
-    /// Hands out items up to the sequenced one keyed `first`, then on while this thread's
-    /// next sequenced item stays below `limit` (`first < limit`: the caller decoded every
-    /// block that could come before it). Unsequenced items go out only once the
-    /// sequenced item after them is known to go out too. Returns how many.
-    fn emit_run(&mut self, first: u64, limit: u64, next_block: Option<u64>, f: &mut impl EventSink) -> u64 {
-        debug_assert!(first < limit);
+    /// Hands out records while their key stays below `limit` (the caller decoded every
+    /// block that could come before it). Returns how many.
+    fn emit_run(&mut self, limit: u64, f: &mut impl EventSink, spare: &Mutex<Vec<Records>>) -> u64 {
         let thread = self.thread;
         let mut n = 0;
-        // Whether the unsequenced items before the next sequenced one may go out.
-        let mut cleared = false;
         loop {
-            let Some((e, part)) = self.current() else { return n };
-            let (k, p) = item(e, part);
-            let is_realloc = matches!(e, Event::Realloc { .. });
-            match k {
-                Some(k) if k >= limit => return n,
-                Some(_) => cleared = false,
-                None if !cleared => match self.head(next_block) {
-                    Head::Item(k) if k < limit => {
-                        cleared = true;
-                        continue;
-                    }
-                    _ => return n,
-                },
-                None => {}
+            self.skip_spent(spare);
+            let Some(block) = self.queue.front() else { return n };
+            let records = &block.records;
+            let start = self.pos;
+            let mut i = start;
+            while let Some(r) = records.get(i) {
+                if r.key >= limit {
+                    break;
+                }
+                f.record(thread, r, block);
+                if let Some(ahead) = records.get(i + LOOKAHEAD_EVENTS) {
+                    f.upcoming(ahead);
+                }
+                i += 1;
             }
-            f.event(thread, e, p);
-            n += 1;
-            self.advance(is_realloc);
-            if let Some(ahead) = self.ahead(LOOKAHEAD_EVENTS) {
-                f.upcoming(ahead);
-            }
-            // The decoded events were written by another core: fetch them before
-            // `upcoming` reads them, or every line of them is a stall.
-            if let Some(later) = self.ahead(2 * LOOKAHEAD_EVENTS) {
-                super::addr_map::prefetch_line(later);
+            n += (i - start) as u64;
+            self.pos = i;
+            if i < records.len() {
+                return n;
             }
         }
     }
@@ -392,13 +382,14 @@ impl Cursor {
     fn drain(&mut self, f: &mut impl EventSink) -> u64 {
         let mut n = 0;
         let thread = self.thread;
-        while let Some((e, part)) = self.current() {
-            let (_, p) = item(e, part);
-            let is_realloc = matches!(e, Event::Realloc { .. });
-            f.event(thread, e, p);
-            n += 1;
-            self.advance(is_realloc);
+        for (bi, block) in self.queue.iter().enumerate() {
+            let from = if bi == 0 { self.pos } else { 0 };
+            for r in block.records.iter().skip(from) {
+                f.record(thread, r, block);
+                n += 1;
+            }
         }
+        self.queue.clear();
         n
     }
 }

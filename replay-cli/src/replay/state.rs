@@ -22,7 +22,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use memreplay_format::{context_flags, DomainKind, Event, Part, ResourceDesc, HEAP_DOMAIN};
+use memreplay_format::{
+    context_flags, DomainKind, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN,
+};
 
 use super::addr_map::AddrMap;
 use super::timeline::{ProcessMemory, ProcessSample, Timeline};
@@ -487,33 +489,57 @@ impl ReplayState {
         s
     }
 
-    /// A hint that `event` comes soon: starts loading what applying it will touch.
-    #[inline]
-    pub fn upcoming(&self, event: &Event) {
-        let (domain, addr) = match *event {
-            Event::Alloc { domain, addr, .. } | Event::Free { domain, addr, .. } => (domain, addr),
-            Event::Realloc { old_addr, new_addr, .. } => {
-                self.prefetch(HEAP_DOMAIN, old_addr);
-                (HEAP_DOMAIN, new_addr)
-            }
-            _ => return,
-        };
-        self.prefetch(domain, addr);
+    /// A hint that `record` comes soon: starts loading what applying it will touch.
+    #[inline(always)]
+    pub fn upcoming(&self, record: &Record) {
+        if matches!(
+            record.kind,
+            RecordKind::Alloc | RecordKind::Free | RecordKind::ReallocFree | RecordKind::ReallocAlloc
+        ) {
+            self.prefetch(HEAP_DOMAIN, record.addr);
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     fn prefetch(&self, domain: u32, addr: u64) {
         if let Some(d) = self.domain_index(domain) {
             self.live[d as usize].map.prefetch(addr);
         }
     }
 
+    /// Applies one record of `thread` (its `Event` records refer into `block`), in global order.
+    #[inline(always)]
+    pub fn apply_record(&mut self, thread: u32, r: &Record, block: &Records) {
+        let ti = self.thread_index(thread);
+        // A realloc is one event in two records.
+        let counted = u64::from(r.kind != RecordKind::ReallocAlloc);
+        self.events += counted;
+        self.threads[ti].events += counted;
+        match r.kind {
+            RecordKind::Alloc | RecordKind::ReallocAlloc => {
+                self.alloc(ti, HEAP_DOMAIN, r.addr, r.value, r.stack, r.key)
+            }
+            RecordKind::Free => self.free(ti, HEAP_DOMAIN, r.addr, r.stack),
+            RecordKind::ReallocFree => self.free(ti, HEAP_DOMAIN, r.addr, 0),
+            RecordKind::Usage => self.usage(r.addr, r.value),
+            RecordKind::ContextPush => self.context_push(ti, r.stack, r.value as u32, r.flags),
+            RecordKind::ContextPop => self.context_pop(ti),
+            RecordKind::Time => self.time(ti, r.value),
+            RecordKind::Event => self.apply_event(ti, block.event(r), Part::Whole),
+        }
+    }
+
     /// Applies one event (or realloc half) of `thread`, in global order.
     pub fn apply(&mut self, thread: u32, event: &Event, part: Part) {
-        self.events += u64::from(part != Part::ReallocAlloc);
         let ti = self.thread_index(thread);
+        let counted = u64::from(part != Part::ReallocAlloc);
+        self.events += counted;
+        self.threads[ti].events += counted;
+        self.apply_event(ti, event, part);
+    }
+
+    fn apply_event(&mut self, ti: usize, event: &Event, part: Part) {
         let t = &mut self.threads[ti];
-        t.events += u64::from(part != Part::ReallocAlloc);
         match *event {
             Event::Alloc { seq, domain, addr, size, stack, .. } => self.alloc(ti, domain, addr, size, stack, seq),
             Event::Free { domain, addr, stack, .. } => self.free(ti, domain, addr, stack),
@@ -522,21 +548,8 @@ impl ReplayState {
                 _ => self.alloc(ti, HEAP_DOMAIN, new_addr, new_size, stack, seq),
             },
             Event::Usage { addr, used, .. } => self.usage(addr, used),
-            Event::ContextPush { ty, name, flags } => {
-                let parent = *t.contexts.last().unwrap_or(&ROOT);
-                let node = self.child(parent, ty, name);
-                let n = &mut self.nodes[node as usize];
-                n.entries += 1;
-                if flags & context_flags::INSTANCE != 0 {
-                    n.instances += 1;
-                }
-                self.threads[ti].contexts.push(node);
-            }
-            Event::ContextPop => {
-                if t.contexts.pop().is_none() {
-                    self.anomalies.unbalanced_pops += 1;
-                }
-            }
+            Event::ContextPush { ty, name, flags } => self.context_push(ti, ty, name, flags),
+            Event::ContextPop => self.context_pop(ti),
             Event::AttachPush { addr, .. } => {
                 let target = self.owner_of(addr);
                 if target.is_none() {
@@ -549,11 +562,7 @@ impl ReplayState {
                     self.anomalies.unbalanced_pops += 1;
                 }
             }
-            Event::Time { ns } => {
-                t.time_ns = ns;
-                self.end_time_ns = self.end_time_ns.max(ns);
-                self.timeline.clock(self.end_time_ns);
-            }
+            Event::Time { ns } => self.time(ti, ns),
             Event::FrameStart { seq, frame } => {
                 let time_ns = t.time_ns;
                 self.current_frame = Some(frame);
@@ -595,6 +604,30 @@ impl ReplayState {
             }
             Event::Module { .. } | Event::Unknown { .. } => {}
         }
+    }
+
+    fn context_push(&mut self, ti: usize, ty: u32, name: u32, flags: u8) {
+        let parent = *self.threads[ti].contexts.last().unwrap_or(&ROOT);
+        let node = self.child(parent, ty, name);
+        let n = &mut self.nodes[node as usize];
+        n.entries += 1;
+        if flags & context_flags::INSTANCE != 0 {
+            n.instances += 1;
+        }
+        self.threads[ti].contexts.push(node);
+    }
+
+    fn context_pop(&mut self, ti: usize) {
+        if self.threads[ti].contexts.pop().is_none() {
+            self.anomalies.unbalanced_pops += 1;
+        }
+    }
+
+    #[inline]
+    fn time(&mut self, ti: usize, ns: u64) {
+        self.threads[ti].time_ns = ns;
+        self.end_time_ns = self.end_time_ns.max(ns);
+        self.timeline.clock(self.end_time_ns);
     }
 
     fn child(&mut self, parent: NodeId, ty: u32, name: u32) -> NodeId {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use memreplay_format::{Event, Part};
+use memreplay_format::{Event, Record, RecordKind, Records};
 
 use crate::replay::source::{EventSink, IndexedLog};
 use crate::replay::state::FxMap;
@@ -171,17 +171,19 @@ fn live_by_epoch(state: &ReplayState) -> LiveByEpoch {
 
 impl EventSink for Sink<'_> {
     #[inline]
-    fn event(&mut self, thread: u32, event: &Event, part: Part) {
-        self.state.apply(thread, event, part);
-        match *event {
-            Event::Label { name, .. } if !self.wanted.is_empty() => self.label(name),
-            Event::FrameStart { frame, .. } if !self.wanted.is_empty() => self.frame(frame),
-            _ => {}
+    fn record(&mut self, thread: u32, r: &Record, block: &Records) {
+        self.state.apply_record(thread, r, block);
+        if r.kind == RecordKind::Event && !self.wanted.is_empty() {
+            match *block.event(r) {
+                Event::Label { name, .. } => self.label(name),
+                Event::FrameStart { frame, .. } => self.frame(frame),
+                _ => {}
+            }
         }
     }
 
     #[inline]
-    fn upcoming(&mut self, event: &Event) {
-        self.state.upcoming(event);
+    fn upcoming(&mut self, r: &Record) {
+        self.state.upcoming(r);
     }
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use clap::ValueEnum;
-use memreplay_format::{Event, Part};
+use memreplay_format::{Record, RecordKind, Records};
 use serde::Serialize;
 
 use crate::replay::source::EventSink;
@@ -317,15 +317,15 @@ pub fn live_at(
         f: F,
     }
     impl<F: FnMut(&ReplayState, u32, u64, u32, u32)> EventSink for Sink<'_, F> {
-        fn event(&mut self, thread: u32, event: &Event, part: Part) {
+        fn record(&mut self, thread: u32, r: &Record, block: &Records) {
             if self.next >= self.points.len() {
                 return;
             }
-            self.state.apply(thread, event, part);
-            if part == Part::ReallocFree {
+            self.state.apply_record(thread, r, block);
+            if r.kind == RecordKind::ReallocFree {
                 return;
             }
-            let Some(seq) = event.seq() else { return };
+            let Some(seq) = r.seq() else { return };
             while self.next < self.points.len() && self.points[self.next].0 <= seq {
                 let domain = self.points[self.next].1;
                 for (d, _, size, slot, stack, _) in self.state.live_allocations() {
@@ -337,8 +337,8 @@ pub fn live_at(
             }
         }
 
-        fn upcoming(&mut self, event: &Event) {
-            self.state.upcoming(event);
+        fn upcoming(&mut self, r: &Record) {
+            self.state.upcoming(r);
         }
     }
     let start = std::time::Instant::now();

@@ -1,0 +1,225 @@
+//! Compact records: a block's events as fixed 32-byte values, for readers that go through
+//! millions of them (the analyzer's replay).
+//!
+//! [`Event`] is a general enum of 56 bytes that some variants fill with owned strings and
+//! vectors. The replay applies tens of millions of events a second, decoded on other cores,
+//! so what crosses between cores is what it pays for: a [`Record`] holds the hot kinds
+//! (heap allocations, frees, realloc halves, container usage, context push and pop, time)
+//! in 32 bytes and refers to every other event by its index in a side list, kept as an
+//! `Event`. A realloc becomes two records, its free half then its allocation half, each
+//! ordered by its own sequence number, so every record has exactly one ordering key.
+//!
+//! The bytes are decoded by the same decoder as [`crate::block::decode_events`]; only what
+//! it hands out differs.
+
+use crate::block::{decode_events, BlockError, Output};
+use crate::event::*;
+
+/// What a [`Record`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordKind {
+    /// A heap allocation: `addr`, `value` = size, `stack`.
+    Alloc,
+    /// A heap free: `addr`, `stack` = free callstack (0 = none).
+    Free,
+    /// A realloc's free of its old block (`addr`), keyed by its `free_seq`.
+    ReallocFree,
+    /// A realloc's allocation: `addr` = new address, `value` = new size, `stack`.
+    ReallocAlloc,
+    /// Container usage: `addr`, `value` = bytes used.
+    Usage,
+    /// Context push: `stack` = context type, `value` = name string id, `flags`.
+    ContextPush,
+    ContextPop,
+    /// The stream's clock: `value` = nanoseconds.
+    Time,
+    /// Any other event: `value` is its index in the block's event list.
+    Event,
+}
+
+/// One event (or realloc half) in a fixed-size form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// The ordering key: the sequence number of a sequenced event (a realloc's free half:
+    /// its `free_seq`). Decoded as 0 for an unsequenced event (context push and pop, time,
+    /// definitions), which a reader may overwrite with the key it orders the record by.
+    pub key: u64,
+    pub addr: u64,
+    pub value: u64,
+    pub stack: u32,
+    pub kind: RecordKind,
+    pub flags: u8,
+    /// Whether `key` is the event's own sequence number.
+    pub sequenced: bool,
+}
+
+impl Record {
+    /// The event's sequence number, if it has one (a realloc's free half: its `free_seq`).
+    #[inline]
+    pub fn seq(&self) -> Option<u64> {
+        self.sequenced.then_some(self.key)
+    }
+
+    #[inline(always)]
+    fn new(kind: RecordKind, key: u64, addr: u64, value: u64, stack: u32) -> Record {
+        let sequenced = matches!(
+            kind,
+            RecordKind::Alloc
+                | RecordKind::Free
+                | RecordKind::ReallocFree
+                | RecordKind::ReallocAlloc
+                | RecordKind::Usage
+        );
+        Record { key, addr, value, stack, kind, flags: 0, sequenced }
+    }
+}
+
+/// A block's records and the events they refer to.
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    pub records: Vec<Record>,
+    /// The events of [`RecordKind::Event`] records, by `value`.
+    pub events: Vec<Event>,
+}
+
+impl Records {
+    /// The event a [`RecordKind::Event`] record refers to.
+    #[inline]
+    pub fn event(&self, r: &Record) -> &Event {
+        &self.events[r.value as usize]
+    }
+
+    /// Appends `event` as the decoder would have: as one record, or two for a realloc.
+    pub fn push(&mut self, event: Event) {
+        match event {
+            Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
+                self.alloc(seq, domain, addr, size, align_log2, stack)
+            }
+            Event::Free { seq, domain, addr, stack } => self.free(seq, domain, addr, stack),
+            Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack } => {
+                self.realloc(free_seq, seq, old_addr, new_addr, new_size, align_log2, stack)
+            }
+            Event::Usage { seq, addr, used } => self.usage(seq, addr, used),
+            Event::ContextPush { ty, name, flags } => self.context_push(ty, name, flags),
+            Event::ContextPop => self.context_pop(),
+            Event::Time { ns } => self.time(ns),
+            e => Output::event(self, e),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.events.clear();
+    }
+}
+
+impl Output for Records {
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        if matches!(e, Event::Unknown { .. }) {
+            // Records of a newer minor version: skipped, as `Block::decode` does.
+            return;
+        }
+        let key = e.seq();
+        self.records.push(Record {
+            key: key.unwrap_or(0),
+            addr: 0,
+            value: self.events.len() as u64,
+            stack: 0,
+            kind: RecordKind::Event,
+            flags: 0,
+            sequenced: key.is_some(),
+        });
+        self.events.push(e);
+    }
+
+    #[inline(always)]
+    fn alloc(&mut self, seq: u64, domain: DomainId, addr: u64, size: u64, align_log2: u8, stack: StackId) {
+        if domain == HEAP_DOMAIN {
+            self.records.push(Record::new(RecordKind::Alloc, seq, addr, size, stack));
+        } else {
+            self.event(Event::Alloc { seq, domain, addr, size, align_log2, stack });
+        }
+    }
+
+    #[inline(always)]
+    fn free(&mut self, seq: u64, domain: DomainId, addr: u64, stack: StackId) {
+        if domain == HEAP_DOMAIN {
+            self.records.push(Record::new(RecordKind::Free, seq, addr, 0, stack));
+        } else {
+            self.event(Event::Free { seq, domain, addr, stack });
+        }
+    }
+
+    #[inline(always)]
+    fn realloc(&mut self, free_seq: u64, seq: u64, old_addr: u64, new_addr: u64, new_size: u64, _: u8, stack: StackId) {
+        self.records.push(Record::new(RecordKind::ReallocFree, free_seq, old_addr, 0, 0));
+        self.records.push(Record::new(RecordKind::ReallocAlloc, seq, new_addr, new_size, stack));
+    }
+
+    #[inline(always)]
+    fn usage(&mut self, seq: u64, addr: u64, used: u64) {
+        self.records.push(Record::new(RecordKind::Usage, seq, addr, used, 0));
+    }
+
+    #[inline(always)]
+    fn context_push(&mut self, ty: ContextTypeId, name: StringId, flags: u8) {
+        let mut r = Record::new(RecordKind::ContextPush, 0, 0, u64::from(name), ty);
+        r.flags = flags;
+        self.records.push(r);
+    }
+
+    #[inline(always)]
+    fn context_pop(&mut self) {
+        self.records.push(Record::new(RecordKind::ContextPop, 0, 0, 0, 0));
+    }
+
+    #[inline(always)]
+    fn time(&mut self, ns: u64) {
+        self.records.push(Record::new(RecordKind::Time, 0, 0, ns, 0));
+    }
+}
+
+/// Decodes a decompressed payload into records, appended to `out`. On a malformed
+/// payload, `out` holds the records before the error.
+pub fn decode_records(payload: &[u8], out: &mut Records) -> Result<(), BlockError> {
+    decode_events(payload).decode_all(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Record>(), 32);
+    }
+
+    #[test]
+    fn a_realloc_is_two_records_each_with_its_own_key() {
+        let mut r = Records::default();
+        r.push(Event::Realloc {
+            free_seq: 7,
+            seq: 9,
+            old_addr: 0x10,
+            new_addr: 0x20,
+            new_size: 48,
+            align_log2: 3,
+            stack: 5,
+        });
+        r.push(Event::Label { seq: 10, name: 3 });
+        r.push(Event::ContextPop);
+        let kinds: Vec<_> = r.records.iter().map(|x| (x.kind, x.seq(), x.addr, x.value, x.stack)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (RecordKind::ReallocFree, Some(7), 0x10, 0, 0),
+                (RecordKind::ReallocAlloc, Some(9), 0x20, 48, 5),
+                (RecordKind::Event, Some(10), 0, 0, 0),
+                (RecordKind::ContextPop, None, 0, 0, 0),
+            ]
+        );
+        assert_eq!(r.event(&r.records[2]), &Event::Label { seq: 10, name: 3 });
+    }
+}
