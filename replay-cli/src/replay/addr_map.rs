@@ -112,6 +112,19 @@ impl<V: Copy + Default> AddrMap<V> {
         (e.0 == key).then_some(&e.1)
     }
 
+    /// The value of `key`, to change.
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        if key == EMPTY {
+            return self.max_key.as_mut();
+        }
+        if self.entries.is_empty() {
+            return None;
+        }
+        let i = self.find(key);
+        let e = &mut self.entries[i];
+        (e.0 == key).then_some(&mut e.1)
+    }
+
     /// The value of `key`, inserting `V::default()` first if it is absent; the flag says
     /// whether it was present.
     #[inline]

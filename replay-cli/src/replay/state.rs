@@ -180,7 +180,8 @@ pub struct Node {
 struct Live {
     size: u64,
     seq: u64,
-    /// The allocating thread's allocation count at this allocation (for temporaries).
+    /// The allocating thread's allocation count at this allocation (for temporaries), and
+    /// [`Live::USAGE_REPORTED`].
     thread_alloc_no: u64,
     slot: u32,
     /// Index into `ReplayState::sites`.
@@ -362,7 +363,7 @@ pub struct ReplayState {
     used: FxMap<u64, u64>,
     /// Live heap allocations for which [`indexed`] holds, by address, for attaches to
     /// interior pointers (the others are found by probing back from the address).
-    big: std::collections::BTreeMap<u64, u64>,
+    big: InteriorIndex,
     current_frame: Option<u64>,
     last_label: Option<u32>,
     /// Snapshot points placed so far, and what slots held at them (see `touch`).
@@ -414,6 +415,14 @@ struct LiveAllocations {
 impl Live {
     /// `slot` of a tombstone.
     const FREED: u32 = u32::MAX;
+    /// A bit of `thread_alloc_no`: the allocation reported its usage (it is in
+    /// `ReplayState::used`), so a free looks there only then.
+    const USAGE_REPORTED: u64 = 1 << 63;
+
+    #[inline]
+    fn alloc_no(&self) -> u64 {
+        self.thread_alloc_no & !Live::USAGE_REPORTED
+    }
 
     #[inline]
     fn is_live(&self) -> bool {
@@ -462,8 +471,55 @@ impl LiveAllocations {
         self.map.get(addr).filter(|l| l.is_live())
     }
 
+    fn get_mut(&mut self, addr: u64) -> Option<&mut Live> {
+        self.map.get_mut(addr).filter(|l| l.is_live())
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u64, &Live)> + '_ {
         self.map.iter().filter(|(_, l)| l.is_live())
+    }
+}
+
+/// Live heap allocations that `owner_of` cannot find by probing back from an address
+/// (see [`indexed`]), for attaches to interior pointers. Attaches are rare and
+/// allocations many, so an allocation only appends its address here and a free does
+/// nothing: the live map is the truth, and the index is sorted and cleaned of addresses
+/// no longer live (or no longer indexed) when an attach asks, or when it has grown to
+/// twice what it held after the last cleaning (so its memory stays proportional to the
+/// live allocations).
+#[derive(Debug, Clone, Default)]
+struct InteriorIndex {
+    /// Sorted and clean as of the last cleaning.
+    sorted: Vec<u64>,
+    /// Appended since.
+    pending: Vec<u64>,
+}
+
+impl InteriorIndex {
+    #[inline]
+    fn add(&mut self, addr: u64, heap: &LiveAllocations) {
+        self.pending.push(addr);
+        if self.pending.len() >= (2 * self.sorted.len()).max(4096) {
+            self.clean(heap);
+        }
+    }
+
+    #[inline(never)]
+    fn clean(&mut self, heap: &LiveAllocations) {
+        self.sorted.append(&mut self.pending);
+        self.sorted.sort_unstable();
+        self.sorted.dedup();
+        self.sorted.retain(|&a| heap.get(a).is_some_and(|l| indexed(a, l.size)));
+    }
+
+    /// The live indexed allocation containing `addr`.
+    fn find<'h>(&mut self, addr: u64, heap: &'h LiveAllocations) -> Option<&'h Live> {
+        if !self.pending.is_empty() {
+            self.clean(heap);
+        }
+        let i = self.sorted.partition_point(|&a| a <= addr);
+        let base = *self.sorted.get(i.checked_sub(1)?)?;
+        heap.get(base).filter(|l| addr < base.wrapping_add(l.size))
     }
 }
 
@@ -765,7 +821,7 @@ impl ReplayState {
             self.release(dom, addr, old, false);
         }
         if domain == HEAP_DOMAIN && indexed(addr, size) {
-            self.big.insert(addr, size);
+            self.big.add(addr, &self.live[dom as usize]);
         }
         self.touch(slot, site);
         let f = &mut self.slots[slot as usize].now;
@@ -812,7 +868,7 @@ impl ReplayState {
         match self.live[dom as usize].free(addr) {
             Freed::Live(live) => {
                 let t = &self.threads[ti];
-                let temporary = self.slots[live.slot as usize].thread == t.id && t.allocs == live.thread_alloc_no;
+                let temporary = self.slots[live.slot as usize].thread == t.id && t.allocs == live.alloc_no();
                 let site = &mut self.sites[live.site as usize];
                 let e = match free_stack {
                     0 => &mut site.freed_without_stack,
@@ -830,13 +886,10 @@ impl ReplayState {
     /// Takes a no-longer-live allocation out of every figure.
     fn release(&mut self, dom: u32, addr: u64, live: Live, temporary: bool) {
         let domain = self.domains[dom as usize].id;
-        if domain == HEAP_DOMAIN && indexed(addr, live.size) {
-            self.big.remove(&addr);
-        }
         if !self.resources.is_empty() {
             self.resources.remove(&(domain, addr));
         }
-        let used = if domain == HEAP_DOMAIN && !self.used.is_empty() { self.used.remove(&addr) } else { None };
+        let used = if live.thread_alloc_no & Live::USAGE_REPORTED != 0 { self.used.remove(&addr) } else { None };
         self.touch(live.slot, live.site);
         let slot = &mut self.slots[live.slot as usize].now;
         let site = &mut self.sites[live.site as usize].now;
@@ -879,11 +932,13 @@ impl ReplayState {
     }
 
     fn usage(&mut self, addr: u64, used: u64) {
-        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d as usize].get(addr)).copied();
+        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d as usize].get_mut(addr));
         let Some(live) = live else {
             self.anomalies.usage_without_allocation += 1;
             return;
         };
+        live.thread_alloc_no |= Live::USAGE_REPORTED;
+        let live = *live;
         let used = used.min(live.size);
         let before = self.used.insert(addr, used);
         let (slot, size) = (live.slot, live.size);
@@ -905,16 +960,14 @@ impl ReplayState {
     }
 
     /// The context owning the live heap allocation that contains `addr`.
-    fn owner_of(&self, addr: u64) -> Option<NodeId> {
+    fn owner_of(&mut self, addr: u64) -> Option<NodeId> {
         let heap = &self.live[self.domain_index(HEAP_DOMAIN)? as usize];
         let node = |l: &Live| self.slots[l.slot as usize].node;
         if let Some(l) = heap.get(addr) {
             return Some(node(l));
         }
-        if let Some((&base, &size)) = self.big.range(..=addr).next_back() {
-            if addr < base + size {
-                return heap.get(base).map(node);
-            }
+        if let Some(l) = self.big.find(addr, heap) {
+            return Some(node(l));
         }
         // Small aligned allocations: their start is one of the 8-byte-aligned addresses
         // less than `BIG` bytes before `addr` (which itself may be any byte inside).
