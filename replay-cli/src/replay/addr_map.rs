@@ -112,6 +112,13 @@ impl<V: Copy + Default> AddrMap<V> {
         (e.0 == key).then_some(&e.1)
     }
 
+    /// Whether adding an entry would grow the table: it is kept at most three quarters
+    /// full, as linear probing degrades fast past that.
+    #[inline(always)]
+    pub fn is_full(&self) -> bool {
+        (self.len + 1) * 4 > self.entries.len() * 3
+    }
+
     /// The value of `key`, to change.
     pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
         if key == EMPTY {
@@ -133,8 +140,7 @@ impl<V: Copy + Default> AddrMap<V> {
             let present = self.max_key.is_some();
             return (self.max_key.get_or_insert_with(V::default), present);
         }
-        // At most three quarters full: linear probing degrades fast past that.
-        if (self.len + 1) * 4 > self.entries.len() * 3 {
+        if self.is_full() {
             self.grow();
         }
         let i = self.find(key);

@@ -400,9 +400,13 @@ enum Freed {
 /// One domain's live allocations by address, plus a tombstone for each address freed
 /// since it was last allocated. The tombstone costs nothing extra: a free finds the entry
 /// anyway, and marks it instead of removing it, so the replay probes the map once per
-/// event. When tombstones outnumber the live allocations and twice
-/// [`FREED_REMEMBERED`], those older than [`FREED_REMEMBERED`] frees are swept, which
-/// bounds memory by the live allocations (and a constant).
+/// event. When the table is full and tombstones are a quarter of it or more, those older
+/// than [`FREED_REMEMBERED`] frees are swept instead of growing the table, which bounds
+/// memory by the live allocations (and a constant). Sweeping only a full table (rather
+/// than whenever tombstones pile up) matters: each sweep rewrites the whole table, tens
+/// of megabytes at a few hundred thousand live allocations, and with malloc-like address
+/// reuse most frees leave a tombstone that the next allocation there takes over, so the
+/// table rarely fills.
 #[derive(Debug, Clone, Default)]
 struct LiveAllocations {
     map: AddrMap<Live>,
@@ -435,6 +439,7 @@ impl LiveAllocations {
     /// address was still live.
     #[inline]
     fn insert(&mut self, addr: u64, live: Live) -> Option<Live> {
+        self.make_room();
         match self.map.insert(addr, live) {
             Some(old) if old.is_live() => Some(old),
             Some(_) => {
@@ -449,6 +454,7 @@ impl LiveAllocations {
     fn free(&mut self, addr: u64) -> Freed {
         self.frees += 1;
         let tombstone = Live { size: 0, seq: self.frees, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
+        self.make_room();
         let found = match self.map.entry(addr) {
             (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
             (_, true) => return Freed::Again,
@@ -458,12 +464,23 @@ impl LiveAllocations {
             }
         };
         self.freed += 1;
-        if self.freed > 2 * FREED_REMEMBERED && self.freed > self.map.len() as u64 - self.freed {
-            let oldest_kept = self.frees.saturating_sub(FREED_REMEMBERED);
-            self.map.retain(|l| l.is_live() || l.seq > oldest_kept);
-            self.freed = self.map.iter().filter(|(_, l)| !l.is_live()).count() as u64;
-        }
         found
+    }
+
+    /// Before an entry may be added: a full table is swept of old tombstones, if a
+    /// quarter of it or more are tombstones, rather than grown.
+    #[inline(always)]
+    fn make_room(&mut self) {
+        if self.map.is_full() && self.freed * 4 >= self.map.len() as u64 {
+            self.sweep();
+        }
+    }
+
+    #[inline(never)]
+    fn sweep(&mut self) {
+        let oldest_kept = self.frees.saturating_sub(FREED_REMEMBERED);
+        self.map.retain(|l| l.is_live() || l.seq > oldest_kept);
+        self.freed = self.map.iter().filter(|(_, l)| !l.is_live()).count() as u64;
     }
 
     #[inline]
