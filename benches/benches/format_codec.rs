@@ -5,6 +5,7 @@
 //! - `encode`: `EventEncoder::push` only (varint/delta encoding, blocks of 64 KiB);
 //! - `encode_write`: the same through `LogWriter` into a `Vec` (adds LZ4, CRC, framing);
 //! - `decode_payloads`: `decode_events` over the blocks' uncompressed payloads;
+//! - `decode_records`: `decode_records` (the analyzer's compact records) over the same;
 //! - `read`: `Log::read` of the whole log from memory (framing, CRC, LZ4, decoding).
 //!
 //! `cargo bench -p memreplay-benches --bench format_codec`
@@ -13,7 +14,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
 use memreplay_format::block::{decode_events, unpack_payload};
-use memreplay_format::{Event, EventEncoder, FileHeader, Log, LogReader, LogWriter, HEAP_DOMAIN};
+use memreplay_format::{
+    decode_records, Event, EventEncoder, FileHeader, Log, LogReader, LogWriter, Records, HEAP_DOMAIN,
+};
 
 const EVENTS: usize = 256 * 1024;
 const BLOCK_TARGET: usize = 64 << 10;
@@ -161,6 +164,18 @@ fn bench(c: &mut Criterion) {
                 }
             }
             k
+        })
+    });
+    g.bench_function("decode_records", |b| {
+        let mut out = Records::default();
+        b.iter(|| {
+            let mut k = 0usize;
+            for p in &raw {
+                out.clear();
+                decode_records(black_box(p), &mut out).expect("valid");
+                k += out.records.len();
+            }
+            black_box(k)
         })
     });
     g.bench_function("read", |b| b.iter(|| black_box(Log::read(black_box(&log[..])).expect("reads")).blocks.len()));

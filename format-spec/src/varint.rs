@@ -70,16 +70,27 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self) -> Result<u64, CursorError> {
-        // Most integers of a payload fit in one byte.
-        match self.bytes.get(self.pos) {
-            Some(&b) if b < 0x80 => {
-                self.pos += 1;
-                Ok(u64::from(b))
+        // Away from the end, a varint of up to 8 bytes (56 bits: every delta, size and id
+        // of a real payload) is decoded from one 8-byte load without a branch on its
+        // length, which in a payload varies from one integer to the next: the first byte
+        // without the continuation bit ends it, and the 7-bit groups are packed together
+        // in three shift-and-mask steps (pairs, quads, the whole word).
+        if let Some(&word) = self.bytes.get(self.pos..).and_then(|b| b.first_chunk::<8>()) {
+            let w = u64::from_le_bytes(word);
+            let ends = !w & 0x8080_8080_8080_8080;
+            if ends != 0 {
+                let len = (ends.trailing_zeros() / 8 + 1) as usize;
+                let x = w & 0x7f7f_7f7f_7f7f_7f7f & (u64::MAX >> (64 - 8 * len));
+                let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+                let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+                let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+                self.pos += len;
+                return Ok(x);
             }
-            _ => self.u64_multi_byte(),
         }
+        self.u64_multi_byte()
     }
 
     #[inline(never)]
@@ -170,9 +181,40 @@ mod tests {
         assert_eq!(zigzag(1), 2);
     }
 
+    /// The one-load path (8 bytes or more left) and the byte-by-byte path agree on every
+    /// length and on the bits at each length's edges, and stop at the same place.
+    #[test]
+    fn one_load_and_byte_by_byte_agree() {
+        let mut values = vec![0u64, 1, u64::MAX];
+        for bits in 1..64 {
+            values.extend([(1u64 << bits) - 1, 1u64 << bits, (1u64 << bits) | 1]);
+        }
+        for v in values {
+            let mut out = Vec::new();
+            put_u64(&mut out, v);
+            let n = out.len();
+            // Trailing bytes that look like more varints (continuation bits set).
+            let mut padded = out.clone();
+            padded.extend_from_slice(&[0xff; 12]);
+            let mut c = Cursor::new(&padded);
+            assert_eq!(c.u64(), Ok(v), "{v:#x}, one load");
+            assert_eq!(c.position(), n);
+            let mut c = Cursor::new(&out);
+            assert_eq!(c.u64(), Ok(v), "{v:#x}, at the end");
+            assert_eq!(c.position(), n);
+        }
+        // Non-minimal encodings decode alike on both paths.
+        let long_zero = [0x80, 0x80, 0x00];
+        let mut padded = long_zero.to_vec();
+        padded.extend_from_slice(&[0; 8]);
+        assert_eq!(Cursor::new(&padded).u64(), Ok(0));
+        assert_eq!(Cursor::new(&long_zero).u64(), Ok(0));
+    }
+
     #[test]
     fn rejects_overlong_and_short() {
         assert_eq!(Cursor::new(&[0x80; 11]).u64(), Err(CursorError::Overlong));
+        assert_eq!(Cursor::new(&[0x80; 20]).u64(), Err(CursorError::Overlong));
         assert_eq!(Cursor::new(&[0x80]).u64(), Err(CursorError::UnexpectedEnd));
         let mut max = vec![0xff; 9];
         max.push(0x02);
