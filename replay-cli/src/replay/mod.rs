@@ -37,6 +37,7 @@ pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64,
             progress(done, total);
         }
     });
+    state.finish();
     let secs = start.elapsed().as_secs_f64();
     tracing::debug!(
         "replayed {} events in {:.3} s ({:.1} M events/s)",

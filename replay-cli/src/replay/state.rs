@@ -379,6 +379,11 @@ pub struct ReplayState {
     points_held: Vec<PointsHeld>,
     timeline: Timeline,
     process_memory: ProcessMemory,
+    /// Set by [`ReplayState::finish`]: no more events come.
+    finished: bool,
+    /// Every node's path, made the first time a path is asked for once the replay is
+    /// finished: reports ask for thousands, and each made alone walks up to the root.
+    paths: std::sync::OnceLock<Vec<String>>,
 }
 
 /// Ids (stacks, domains) below this are looked up in plain tables, the rest in maps: the
@@ -1121,8 +1126,16 @@ impl ReplayState {
         (ty, self.string(n.name))
     }
 
+    /// Says that no more events come: what is derived from the whole replay may be kept.
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+
     /// A node's path from the root: "Level:Forest/Textures:rock.dds".
     pub fn node_path(&self, node: NodeId) -> String {
+        if self.finished {
+            return self.paths.get_or_init(|| self.all_node_paths())[node as usize].clone();
+        }
         let mut parts = Vec::new();
         let mut n = node;
         while n != ROOT {
@@ -1136,6 +1149,24 @@ impl ReplayState {
         } else {
             parts.join("/")
         }
+    }
+
+    /// The path of every node, by id (a parent is always created before its children).
+    fn all_node_paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());
+        for (i, n) in self.nodes.iter().enumerate() {
+            let path = if i == ROOT as usize {
+                "(no context)".to_owned()
+            } else {
+                let (ty, name) = self.node_label(i as NodeId);
+                match n.parent {
+                    ROOT => format!("{ty}:{name}"),
+                    p => format!("{}/{ty}:{name}", paths[p as usize]),
+                }
+            };
+            paths.push(path);
+        }
+        paths
     }
 
     /// A domain's name ("heap" for domain 0).

@@ -79,6 +79,7 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
         bar.finish_and_clear();
     }
     let Sink { at_labels, at_frames, .. } = sink;
+    state.finish();
     tracing::debug!("replayed {} (observed) in {:.3} s", path.display(), start.elapsed().as_secs_f64());
     let replay = Replay { header: log.header, report: log.report, state };
     let sel = Selection::resolve(&replay.state, args)?;
