@@ -413,8 +413,9 @@ enum Freed {
 /// One domain's live allocations by address, plus a tombstone for each address freed
 /// since it was last allocated. The tombstone costs nothing extra: a free finds the entry
 /// anyway, and marks it instead of removing it, so the replay probes the map once per
-/// event. When the table is full and tombstones are a quarter of it or more, those older
-/// than [`FREED_REMEMBERED`] frees are swept instead of growing the table, which bounds
+/// event. When the table is full, tombstones are a quarter of its entries or more and at
+/// least half of them are older than [`FREED_REMEMBERED`] frees, those are swept instead
+/// of growing the table, which bounds
 /// memory by the live allocations (and a constant). Sweeping only a full table (rather
 /// than whenever tombstones pile up) matters: each sweep rewrites the whole table, tens
 /// of megabytes at a few hundred thousand live allocations, and with malloc-like address
@@ -480,11 +481,11 @@ impl LiveAllocations {
         found
     }
 
-    /// Before an entry may be added: a full table is swept of old tombstones, if a
-    /// quarter of it or more are tombstones, rather than grown.
+    /// Before an entry may be added: a full table is swept of old tombstones rather than
+    /// grown, if they are many (at most [`FREED_REMEMBERED`] tombstones are recent).
     #[inline(always)]
     fn make_room(&mut self) {
-        if self.map.is_full() && self.freed * 4 >= self.map.len() as u64 {
+        if self.map.is_full() && self.freed >= 2 * FREED_REMEMBERED && self.freed * 4 >= self.map.len() as u64 {
             self.sweep();
         }
     }
