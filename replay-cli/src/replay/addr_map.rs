@@ -145,6 +145,14 @@ impl<V: Copy + Default> AddrMap<V> {
         if self.is_full() {
             self.grow();
         }
+        self.entry_in_room(key)
+    }
+
+    /// [`AddrMap::entry`] when the table is known not to be full (and `key` is not the
+    /// empty marker): the caller made room.
+    #[inline(always)]
+    pub fn entry_in_room(&mut self, key: u64) -> (&mut V, bool) {
+        debug_assert!(!self.is_full() && key != EMPTY);
         let i = self.find(key);
         let e = &mut self.entries[i];
         let present = e.0 == key;
@@ -156,7 +164,7 @@ impl<V: Copy + Default> AddrMap<V> {
     }
 
     /// Sets `key` to `value`; returns the value it replaces.
-    #[inline]
+    #[cfg(test)]
     pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
         let (slot, present) = self.entry(key);
         let old = std::mem::replace(slot, value);
@@ -190,7 +198,9 @@ impl<V: Copy + Default> AddrMap<V> {
         self.rebuild(kept, keep);
     }
 
-    fn grow(&mut self) {
+    #[cold]
+    #[inline(never)]
+    pub fn grow(&mut self) {
         self.rebuild(self.len + 1, |_| true);
     }
 

@@ -451,25 +451,27 @@ impl Live {
 impl LiveAllocations {
     /// Records a live allocation; returns the live one it replaces, if the log says that
     /// address was still live.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, addr: u64, live: Live) -> Option<Live> {
-        self.make_room();
-        match self.map.insert(addr, live) {
-            Some(old) if old.is_live() => Some(old),
-            Some(_) => {
+        match self.entry(addr) {
+            (old, true) if old.is_live() => Some(std::mem::replace(old, live)),
+            (old, true) => {
+                *old = live;
                 self.freed -= 1;
                 None
             }
-            None => None,
+            (new, false) => {
+                *new = live;
+                None
+            }
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn free(&mut self, addr: u64) -> Freed {
         self.frees += 1;
         let tombstone = Live { size: 0, seq: self.frees, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
-        self.make_room();
-        let found = match self.map.entry(addr) {
+        let found = match self.entry(addr) {
             (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
             (_, true) => return Freed::Again,
             (l, false) => {
@@ -481,12 +483,33 @@ impl LiveAllocations {
         found
     }
 
+    /// The entry of `addr`, added if absent (see [`AddrMap::entry`]); whether it was there.
+    #[inline(always)]
+    fn entry(&mut self, addr: u64) -> (&mut Live, bool) {
+        self.make_room();
+        if addr == u64::MAX {
+            self.map.entry(addr)
+        } else {
+            self.map.entry_in_room(addr)
+        }
+    }
+
     /// Before an entry may be added: a full table is swept of old tombstones rather than
     /// grown, if they are many (at most [`FREED_REMEMBERED`] tombstones are recent).
     #[inline(always)]
     fn make_room(&mut self) {
-        if self.map.is_full() && self.freed >= 2 * FREED_REMEMBERED && self.freed * 4 >= self.map.len() as u64 {
+        if self.map.is_full() {
+            self.sweep_or_grow();
+        }
+    }
+
+    #[inline(never)]
+    fn sweep_or_grow(&mut self) {
+        if self.freed >= 2 * FREED_REMEMBERED && self.freed * 4 >= self.map.len() as u64 {
             self.sweep();
+        }
+        if self.map.is_full() {
+            self.map.grow();
         }
     }
 
@@ -736,13 +759,18 @@ impl ReplayState {
     }
 
     /// The slot of (node, domain index `dom`, thread index `ti`), created on first use.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, node: NodeId, dom: u32, ti: usize) -> u32 {
         if let Some((n, d, slot)) = self.threads[ti].last_slot {
             if n == node && d == dom {
                 return slot;
             }
         }
+        self.other_slot(node, dom, ti)
+    }
+
+    #[inline(never)]
+    fn other_slot(&mut self, node: NodeId, dom: u32, ti: usize) -> u32 {
         let thread = self.threads[ti].id;
         let domain = self.domains[dom as usize].id;
         let next = self.slots.len() as u32;
@@ -1078,15 +1106,21 @@ impl ReplayState {
     }
 
     /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.
-    #[inline]
+    #[inline(always)]
     fn site(&mut self, stack: u32, dom: u32) -> u32 {
-        let domain = self.domains[dom as usize].id;
-        let direct = domain == HEAP_DOMAIN && (stack as usize) < DIRECT_IDS;
-        if direct {
+        if self.domains[dom as usize].id == HEAP_DOMAIN {
             if let Some(&i) = self.heap_sites.get(stack as usize).filter(|&&i| i != u32::MAX) {
                 return i;
             }
         }
+        self.new_site(stack, dom)
+    }
+
+    /// [`ReplayState::site`] past the table of heap sites: in the map, or created.
+    #[inline(never)]
+    fn new_site(&mut self, stack: u32, dom: u32) -> u32 {
+        let domain = self.domains[dom as usize].id;
+        let direct = domain == HEAP_DOMAIN && (stack as usize) < DIRECT_IDS;
         let next = self.sites.len() as u32;
         let id = *self.site_index.entry((stack, domain)).or_insert(next);
         if id == next {
