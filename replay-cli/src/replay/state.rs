@@ -577,6 +577,36 @@ impl InteriorIndex {
     }
 }
 
+/// Who freed an allocation: its thread (stream id) and that thread's allocation count
+/// then, and the free callstack (0 = none).
+#[derive(Debug, Clone, Copy)]
+struct FreedBy {
+    thread: u32,
+    thread_allocs: u64,
+    stack: u32,
+}
+
+/// [`ReplayState::touch`] on tables already indexed: slot number `slot_id` (`s`) and a
+/// site of one domain, whose peak count is `epoch`, with `points` snapshot points placed.
+#[inline(always)]
+fn touch(s: &mut Slot, st: &mut Site, slot_id: u32, epoch: u64, points: u32, points_held: &mut Vec<PointsHeld>) {
+    s.at_peak.before_change(&s.now, epoch);
+    if s.points_seen != points {
+        points_passed(s, slot_id, points, points_held);
+    }
+    st.at_peak.before_change(&st.now, epoch);
+}
+
+/// A slot is about to change for the first time since snapshot points were placed.
+#[inline(never)]
+fn points_passed(s: &mut Slot, slot_id: u32, points: u32, points_held: &mut Vec<PointsHeld>) {
+    if s.now.live_count > 0 {
+        let held = Held::of(&s.now);
+        points_held.push(PointsHeld { slot: slot_id, from: s.points_seen, to: points, held });
+    }
+    s.points_seen = points;
+}
+
 /// Whether a heap allocation goes in the interior-pointer index: a big one, or one whose
 /// start is not 8-byte aligned (the probe in `owner_of` only visits aligned starts).
 #[inline]
@@ -796,23 +826,7 @@ impl ReplayState {
     fn touch(&mut self, slot: u32, site: u32) {
         let s = &mut self.slots[slot as usize];
         let epoch = self.domains[s.dom as usize].epoch;
-        s.at_peak.before_change(&s.now, epoch);
-        if s.points_seen != self.points {
-            self.points_passed(slot);
-        }
-        let s = &mut self.sites[site as usize];
-        s.at_peak.before_change(&s.now, epoch);
-    }
-
-    /// Slot `slot` is about to change for the first time since snapshot points were placed.
-    #[inline(never)]
-    fn points_passed(&mut self, slot: u32) {
-        let s = &mut self.slots[slot as usize];
-        if s.now.live_count > 0 {
-            let held = Held::of(&s.now);
-            self.points_held.push(PointsHeld { slot, from: s.points_seen, to: self.points, held });
-        }
-        s.points_seen = self.points;
+        touch(s, &mut self.sites[site as usize], slot, epoch, self.points, &mut self.points_held);
     }
 
     /// The index of thread `id` in `threads`, created on first sight.
@@ -888,27 +902,24 @@ impl ReplayState {
         if let Some(old) = old {
             // The log says the address was live: drop the older allocation's figures.
             self.anomalies.overlapping_allocs += 1;
-            self.release(dom, addr, old, false);
+            self.release(dom, addr, old, None);
         }
         if domain == HEAP_DOMAIN && indexed(addr, size) {
             self.big.add(addr, &self.live[dom as usize]);
         }
-        self.touch(slot, site);
-        let f = &mut self.slots[slot as usize].now;
-        f.live_bytes += size;
-        f.live_count += 1;
-        f.total_bytes += size;
-        f.total_count += 1;
-        let f = &mut self.sites[site as usize].now;
-        f.live_bytes += size;
-        f.live_count += 1;
-        f.total_bytes += size;
-        f.total_count += 1;
-
-        let series = self.slots[slot as usize].series;
-        self.timeline.domains[dom as usize].add(size);
-        self.timeline.contexts[series as usize].1.add(size);
+        // Each table is indexed once (every index is a bounds check and an address).
         let d = &mut self.domains[dom as usize];
+        let s = &mut self.slots[slot as usize];
+        let st = &mut self.sites[site as usize];
+        touch(s, st, slot, d.epoch, self.points, &mut self.points_held);
+        for f in [&mut s.now, &mut st.now] {
+            f.live_bytes += size;
+            f.live_count += 1;
+            f.total_bytes += size;
+            f.total_count += 1;
+        }
+        self.timeline.domains[dom as usize].add(size);
+        self.timeline.contexts[s.series as usize].1.add(size);
         d.live_bytes += size;
         d.live_count += 1;
         d.total_bytes += size;
@@ -926,10 +937,8 @@ impl ReplayState {
             // The slot and the site just grew past what they held at the new peak: their
             // figures now are the ones at the peak.
             let epoch = d.epoch;
-            let s = &mut self.slots[slot as usize];
             s.at_peak = AtPeak { held: Held::of(&s.now), epoch };
-            let s = &mut self.sites[site as usize];
-            s.at_peak = AtPeak { held: Held::of(&s.now), epoch };
+            st.at_peak = AtPeak { held: Held::of(&st.now), epoch };
         }
     }
 
@@ -939,33 +948,38 @@ impl ReplayState {
         match self.live[dom as usize].free(addr) {
             Freed::Live(live) => {
                 let t = &self.threads[ti];
-                let temporary = self.slots[live.slot as usize].thread == t.id && t.allocs == live.alloc_no();
-                let site = &mut self.sites[live.site as usize];
-                let e = match free_stack {
-                    0 => &mut site.freed_without_stack,
-                    _ => site.freed_from.entry(free_stack).or_default(),
-                };
-                e.0 += 1;
-                e.1 += live.size;
-                self.release(dom, addr, live, temporary);
+                let by = FreedBy { thread: t.id, thread_allocs: t.allocs, stack: free_stack };
+                self.release(dom, addr, live, Some(by));
             }
             Freed::Again => self.anomalies.double_frees += 1,
             Freed::Unknown => self.anomalies.untracked_frees += 1,
         }
     }
 
-    /// Takes a no-longer-live allocation out of every figure.
+    /// Takes a no-longer-live allocation out of every figure: freed (`by` whom), or
+    /// dropped because the log allocated its address again (`None`).
     #[inline(always)]
-    fn release(&mut self, dom: u32, addr: u64, live: Live, temporary: bool) {
-        let domain = self.domains[dom as usize].id;
+    fn release(&mut self, dom: u32, addr: u64, live: Live, by: Option<FreedBy>) {
+        let d = &mut self.domains[dom as usize];
         if !self.resources.is_empty() {
-            self.resources.remove(&(domain, addr));
+            self.resources.remove(&(d.id, addr));
         }
         let used = if live.thread_alloc_no & Live::USAGE_REPORTED != 0 { self.used.remove(&addr) } else { None };
-        self.touch(live.slot, live.site);
-        let slot = &mut self.slots[live.slot as usize].now;
-        let site = &mut self.sites[live.site as usize].now;
-        for f in [slot, site] {
+        let s = &mut self.slots[live.slot as usize];
+        let st = &mut self.sites[live.site as usize];
+        touch(s, st, live.slot, d.epoch, self.points, &mut self.points_held);
+        let mut temporary = false;
+        if let Some(by) = by {
+            // Freed before its thread allocated anything else.
+            temporary = s.thread == by.thread && by.thread_allocs == live.alloc_no();
+            let e = match by.stack {
+                0 => &mut st.freed_without_stack,
+                stack => st.freed_from.entry(stack).or_default(),
+            };
+            e.0 += 1;
+            e.1 += live.size;
+        }
+        for f in [&mut s.now, &mut st.now] {
             f.live_bytes -= live.size;
             f.live_count -= 1;
             if let Some(used) = used {
@@ -977,10 +991,8 @@ impl ReplayState {
                 f.temp_count += 1;
             }
         }
-        let series = self.slots[live.slot as usize].series;
         self.timeline.domains[dom as usize].sub(live.size);
-        self.timeline.contexts[series as usize].1.sub(live.size);
-        let d = &mut self.domains[dom as usize];
+        self.timeline.contexts[s.series as usize].1.sub(live.size);
         d.live_bytes -= live.size;
         d.live_count -= 1;
     }
