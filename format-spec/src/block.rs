@@ -365,6 +365,25 @@ impl RecentHeap {
         self.live.remove(addr);
         self.freed.push(addr);
     }
+
+    /// [`RecentHeap::allocated`] for an `ALLOC_REUSE`+`i`, whose `addr` is `freed[i]`: the
+    /// first entry equal to it is entry `i` or one before, so there is nothing to search
+    /// when `i` is 0, the usual case.
+    #[inline(always)]
+    fn reused(&mut self, i: usize, addr: u64) {
+        let first = if i == 0 { 0 } else { self.freed.find(addr).unwrap_or(i) };
+        self.freed.remove_at(first);
+        self.live.push(addr);
+    }
+
+    /// [`RecentHeap::freed`] for a `FREE_RECENT`+`i`, whose `addr` is `live[i]` (as
+    /// [`RecentHeap::reused`]).
+    #[inline(always)]
+    fn freed_recent(&mut self, i: usize, addr: u64) {
+        let first = if i == 0 { 0 } else { self.live.find(addr).unwrap_or(i) };
+        self.live.remove_at(first);
+        self.freed.push(addr);
+    }
 }
 
 #[inline]
@@ -897,17 +916,19 @@ impl<'a> EventDecoder<'a> {
             tag::ALLOC | tag::DOMAIN_ALLOC | tag::ALLOC_REUSE..=REUSE_LAST => {
                 let (seq, domain, addr, size, stack, align_log2) = (|| {
                     let seq = self.seq()?;
-                    let (domain, addr) = match t {
-                        tag::ALLOC => (HEAP_DOMAIN, self.addr()?),
-                        tag::DOMAIN_ALLOC => (self.c.u32()?, self.addr()?),
+                    // `listed`: the lists are updated already.
+                    let (domain, addr, listed) = match t {
+                        tag::ALLOC => (HEAP_DOMAIN, self.addr()?, false),
+                        tag::DOMAIN_ALLOC => (self.c.u32()?, self.addr()?, false),
                         _ => {
                             let i = usize::from(t - tag::ALLOC_REUSE);
                             let addr = self.recent.freed.get(i).ok_or(NO_SUCH_RECENT)?;
                             self.prev_addr = addr;
-                            (HEAP_DOMAIN, addr)
+                            self.recent.reused(i, addr);
+                            (HEAP_DOMAIN, addr, true)
                         }
                     };
-                    if domain == HEAP_DOMAIN {
+                    if domain == HEAP_DOMAIN && !listed {
                         self.recent.allocated(addr);
                     }
                     Ok((seq, domain, addr, self.c.u64()?, self.c.u32()?, self.c.u8()?))
@@ -918,17 +939,19 @@ impl<'a> EventDecoder<'a> {
             tag::FREE | tag::DOMAIN_FREE | tag::FREE_RECENT..=RECENT_LAST => {
                 let (seq, domain, addr, stack) = (|| {
                     let seq = self.seq()?;
-                    let (domain, addr) = match t {
-                        tag::FREE => (HEAP_DOMAIN, self.addr()?),
-                        tag::DOMAIN_FREE => (self.c.u32()?, self.addr()?),
+                    // `listed`: the lists are updated already.
+                    let (domain, addr, listed) = match t {
+                        tag::FREE => (HEAP_DOMAIN, self.addr()?, false),
+                        tag::DOMAIN_FREE => (self.c.u32()?, self.addr()?, false),
                         _ => {
                             let i = usize::from(t - tag::FREE_RECENT);
                             let addr = self.recent.live.get(i).ok_or(NO_SUCH_RECENT)?;
                             self.prev_addr = addr;
-                            (HEAP_DOMAIN, addr)
+                            self.recent.freed_recent(i, addr);
+                            (HEAP_DOMAIN, addr, true)
                         }
                     };
-                    if domain == HEAP_DOMAIN {
+                    if domain == HEAP_DOMAIN && !listed {
                         self.recent.freed(addr);
                     }
                     Ok((seq, domain, addr, self.c.u32()?))
