@@ -178,18 +178,19 @@ pub struct Node {
     pub children: Vec<NodeId>,
 }
 
-/// A live allocation: 32 bytes, since the replay's cost is mostly the cache misses of
-/// the live-allocation maps. Container usage is kept aside (`ReplayState::used`).
+/// A live allocation: 24 bytes, so that with its address an entry of the live-allocation
+/// map is 32 bytes, two to a cache line and never across two: the replay's cost is
+/// mostly the cache misses of that map. Container usage is kept aside
+/// (`ReplayState::used`).
 #[derive(Debug, Clone, Copy, Default)]
 struct Live {
     size: u64,
+    /// Its sequence number: when it was made, and which of its thread's allocations is
+    /// the latest (for temporaries).
     seq: u64,
-    /// The allocating thread's allocation count at this allocation (for temporaries), and
-    /// [`Live::USAGE_REPORTED`].
-    thread_alloc_no: u64,
     slot: u32,
-    /// Index into `ReplayState::sites`.
-    site: u32,
+    /// Index into `ReplayState::sites`, and [`Live::USAGE_REPORTED`].
+    site_and_flag: u32,
 }
 
 /// A domain's running totals and where its peak was.
@@ -230,7 +231,9 @@ pub struct ThreadState {
     contexts: Vec<NodeId>,
     /// Attach targets; `None` for an attach whose address no live allocation contains.
     attaches: Vec<Option<NodeId>>,
-    allocs: u64,
+    /// The sequence number of its latest allocation (an allocation freed while it is
+    /// still its thread's latest is a temporary).
+    last_alloc: Option<u64>,
     time_ns: u64,
     /// The slot of its latest allocation: (node, domain index, slot). Most allocations
     /// go to the same slot as the one before, which spares the slot lookup.
@@ -433,13 +436,18 @@ struct LiveAllocations {
 impl Live {
     /// `slot` of a tombstone.
     const FREED: u32 = u32::MAX;
-    /// A bit of `thread_alloc_no`: the allocation reported its usage (it is in
-    /// `ReplayState::used`), so a free looks there only then.
-    const USAGE_REPORTED: u64 = 1 << 63;
+    /// A bit of `site_and_flag`: the allocation reported its usage (it is in
+    /// `ReplayState::used`), so a free looks there only then. (Sites are far fewer.)
+    const USAGE_REPORTED: u32 = 1 << 31;
 
-    #[inline]
-    fn alloc_no(&self) -> u64 {
-        self.thread_alloc_no & !Live::USAGE_REPORTED
+    #[inline(always)]
+    fn site(&self) -> u32 {
+        self.site_and_flag & !Live::USAGE_REPORTED
+    }
+
+    #[inline(always)]
+    fn usage_reported(&self) -> bool {
+        self.site_and_flag & Live::USAGE_REPORTED != 0
     }
 
     #[inline]
@@ -470,7 +478,7 @@ impl LiveAllocations {
     #[inline(always)]
     fn free(&mut self, addr: u64) -> Freed {
         self.frees += 1;
-        let tombstone = Live { size: 0, seq: self.frees, thread_alloc_no: 0, slot: Live::FREED, site: 0 };
+        let tombstone = Live { size: 0, seq: self.frees, slot: Live::FREED, site_and_flag: 0 };
         let found = match self.entry(addr) {
             (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
             (_, true) => return Freed::Again,
@@ -582,7 +590,8 @@ impl InteriorIndex {
 #[derive(Debug, Clone, Copy)]
 struct FreedBy {
     thread: u32,
-    thread_allocs: u64,
+    /// The sequence number of its latest allocation.
+    last_alloc: Option<u64>,
     stack: u32,
 }
 
@@ -886,8 +895,7 @@ impl ReplayState {
     fn alloc(&mut self, ti: usize, domain: u32, addr: u64, size: u64, stack: u32, seq: u64) {
         let dom = self.domain_index_or_new(domain);
         let t = &mut self.threads[ti];
-        t.allocs += 1;
-        let thread_alloc_no = t.allocs;
+        t.last_alloc = Some(seq);
         // The latest time any thread recorded: the tightest known lower bound on when
         // this allocation happened (a thread records its clock every 1024 events, so its
         // own reading may be far older), and the clock the timeline uses.
@@ -898,7 +906,7 @@ impl ReplayState {
         };
         let slot = self.slot(node, dom, ti);
         let site = self.site(stack, dom);
-        let old = self.live[dom as usize].insert(addr, Live { size, seq, thread_alloc_no, slot, site });
+        let old = self.live[dom as usize].insert(addr, Live { size, seq, slot, site_and_flag: site });
         if let Some(old) = old {
             // The log says the address was live: drop the older allocation's figures.
             self.anomalies.overlapping_allocs += 1;
@@ -948,7 +956,7 @@ impl ReplayState {
         match self.live[dom as usize].free(addr) {
             Freed::Live(live) => {
                 let t = &self.threads[ti];
-                let by = FreedBy { thread: t.id, thread_allocs: t.allocs, stack: free_stack };
+                let by = FreedBy { thread: t.id, last_alloc: t.last_alloc, stack: free_stack };
                 self.release(dom, addr, live, Some(by));
             }
             Freed::Again => self.anomalies.double_frees += 1,
@@ -964,14 +972,14 @@ impl ReplayState {
         if !self.resources.is_empty() {
             self.resources.remove(&(d.id, addr));
         }
-        let used = if live.thread_alloc_no & Live::USAGE_REPORTED != 0 { self.used.remove(&addr) } else { None };
+        let used = if live.usage_reported() { self.used.remove(&addr) } else { None };
         let s = &mut self.slots[live.slot as usize];
-        let st = &mut self.sites[live.site as usize];
+        let st = &mut self.sites[live.site() as usize];
         touch(s, st, live.slot, d.epoch, self.points, &mut self.points_held);
         let mut temporary = false;
         if let Some(by) = by {
             // Freed before its thread allocated anything else.
-            temporary = s.thread == by.thread && by.thread_allocs == live.alloc_no();
+            temporary = s.thread == by.thread && by.last_alloc == Some(live.seq);
             let e = match by.stack {
                 0 => &mut st.freed_without_stack,
                 stack => st.freed_from.entry(stack).or_default(),
@@ -1021,14 +1029,14 @@ impl ReplayState {
             self.anomalies.usage_without_allocation += 1;
             return;
         };
-        live.thread_alloc_no |= Live::USAGE_REPORTED;
+        live.site_and_flag |= Live::USAGE_REPORTED;
         let live = *live;
         let used = used.min(live.size);
         let before = self.used.insert(addr, used);
         let (slot, size) = (live.slot, live.size);
-        self.touch(slot, live.site);
+        self.touch(slot, live.site());
         let f = &mut self.slots[slot as usize].now;
-        let site = &mut self.sites[live.site as usize];
+        let site = &mut self.sites[live.site() as usize];
         match before {
             Some(b) => {
                 f.used_bytes = f.used_bytes - b + used;
@@ -1106,14 +1114,14 @@ impl ReplayState {
         let heap = self.domain_index(HEAP_DOMAIN).map(|d| &self.live[d as usize]);
         self.used.iter().filter_map(move |(&addr, &used)| {
             let l = heap?.get(addr)?;
-            Some((addr, l.size, used, l.slot, self.sites[l.site as usize].stack))
+            Some((addr, l.size, used, l.slot, self.sites[l.site() as usize].stack))
         })
     }
 
     /// Every live allocation: (domain, address, size, slot, stack, seq).
     pub fn live_allocations(&self) -> impl Iterator<Item = (u32, u64, u64, u32, u32, u64)> + '_ {
         self.live.iter().zip(&self.domains).flat_map(move |(m, d)| {
-            m.iter().map(move |(addr, l)| (d.id, addr, l.size, l.slot, self.sites[l.site as usize].stack, l.seq))
+            m.iter().map(move |(addr, l)| (d.id, addr, l.size, l.slot, self.sites[l.site() as usize].stack, l.seq))
         })
     }
 
@@ -1134,6 +1142,9 @@ impl ReplayState {
         let domain = self.domains[dom as usize].id;
         let direct = domain == HEAP_DOMAIN && (stack as usize) < DIRECT_IDS;
         let next = self.sites.len() as u32;
+        // The top bit of a live allocation's site index is a flag (2^31 sites would be
+        // hundreds of gigabytes of them).
+        assert!(next < Live::USAGE_REPORTED, "too many allocation sites");
         let id = *self.site_index.entry((stack, domain)).or_insert(next);
         if id == next {
             self.sites.push(Site { stack, domain, dom, ..Default::default() });
@@ -1259,7 +1270,12 @@ mod tests {
     use super::*;
 
     fn live(size: u64) -> Live {
-        Live { size, seq: 1, thread_alloc_no: 1, slot: 0, site: 0 }
+        Live { size, seq: 1, slot: 0, site_and_flag: 0 }
+    }
+
+    #[test]
+    fn a_live_allocation_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Live>(), 24);
     }
 
     /// A double free is recognized across `FREED_REMEMBERED - 1` other frees, and the
