@@ -1273,6 +1273,36 @@ mod tests {
         Live { size, seq: 1, slot: 0, site_and_flag: 0 }
     }
 
+    /// The lazily cleaned interior-pointer index finds the live big allocation that
+    /// contains an address, after frees and after addresses are allocated again as small
+    /// blocks, and stays bounded by the live ones.
+    #[test]
+    fn interior_pointers_find_their_big_allocation_after_churn() {
+        let mut heap = LiveAllocations::default();
+        let mut index = InteriorIndex::default();
+        let addr = |i: u64| 0x10_0000 + i * 0x4000;
+        for round in 0..3u64 {
+            for i in 0..10_000u64 {
+                if (i + round) % 3 == 0 {
+                    heap.free(addr(i));
+                } else if (i + round) % 5 == 0 {
+                    heap.insert(addr(i), live(64));
+                } else {
+                    heap.insert(addr(i), live(8192));
+                    index.add(addr(i), &heap);
+                }
+            }
+            for i in 0..10_000u64 {
+                let want = heap.get(addr(i)).filter(|l| l.size == 8192).map(|l| l.size);
+                assert_eq!(index.find(addr(i) + 100, &heap).map(|l| l.size), want, "block {i}, round {round}");
+                // Past the end of a big block: nothing (the next one starts later).
+                assert_eq!(index.find(addr(i) + 8192, &heap).map(|l| l.size), None);
+            }
+            let live_big = heap.iter().filter(|(_, l)| l.size == 8192).count();
+            assert!(index.sorted.len() + index.pending.len() <= 3 * live_big + 4096);
+        }
+    }
+
     #[test]
     fn a_live_allocation_is_24_bytes() {
         assert_eq!(std::mem::size_of::<Live>(), 24);
