@@ -282,10 +282,7 @@ impl RecentAddrs {
     /// heap event, with hits at any index, so a scan that stops early mispredicts often.
     #[inline(always)]
     fn find(&self, addr: u64) -> Option<usize> {
-        let mut slots = 0u32;
-        for (j, &a) in self.addrs.iter().enumerate() {
-            slots |= u32::from(a == addr) << j;
-        }
+        let slots = equal_slots(&self.addrs, addr);
         let in_order = ((slots | slots << RECENT) >> self.head) & ((1u32 << self.len) - 1);
         (in_order != 0).then(|| in_order.trailing_zeros() as usize)
     }
@@ -341,6 +338,45 @@ impl RecentAddrs {
         self.head = (self.head + RING) & RING;
         self.addrs[self.head] = addr;
         self.len = (self.len + 1).min(RECENT);
+    }
+}
+
+/// Bit `j` set for each `addrs[j] == addr`.
+///
+/// On x86-64, with SSE2 (part of its baseline): the 32-bit halves of all 16 entries are
+/// compared at once, packed to one byte each, and read out as a 32-bit mask in which an
+/// entry matches when both its bits are set; about 40 instructions where the compiler's
+/// own vectorization of the plain loop took about 75 (the decoder runs this once per
+/// heap event).
+#[inline(always)]
+fn equal_slots(addrs: &[u64; RECENT], addr: u64) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is always available on x86-64, and each unaligned load reads 16
+        // bytes at `p.add(k)`, k < 8, all inside `addrs` (128 bytes).
+        let halves = unsafe {
+            let needle = _mm_set1_epi64x(addr as i64);
+            let p = addrs.as_ptr().cast::<__m128i>();
+            let eq = |k: usize| _mm_cmpeq_epi32(_mm_loadu_si128(p.add(k)), needle);
+            let low = _mm_packs_epi16(_mm_packs_epi32(eq(0), eq(1)), _mm_packs_epi32(eq(2), eq(3)));
+            let high = _mm_packs_epi16(_mm_packs_epi32(eq(4), eq(5)), _mm_packs_epi32(eq(6), eq(7)));
+            (_mm_movemask_epi8(low) as u32) | (_mm_movemask_epi8(high) as u32) << 16
+        };
+        // Entry j is bits 2j and 2j + 1; keep the entries with both, then pack them.
+        let x = halves & (halves >> 1) & 0x5555_5555;
+        let x = (x | (x >> 1)) & 0x3333_3333;
+        let x = (x | (x >> 2)) & 0x0f0f_0f0f;
+        let x = (x | (x >> 4)) & 0x00ff_00ff;
+        (x | (x >> 8)) & 0xffff
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut slots = 0u32;
+        for (j, &a) in addrs.iter().enumerate() {
+            slots |= u32::from(a == addr) << j;
+        }
+        slots
     }
 }
 
@@ -1164,6 +1200,27 @@ mod tests {
             if let Some(i) = self.0.iter().position(|&x| x == a) {
                 self.0.remove(i);
             }
+        }
+    }
+
+    /// The vectorized comparison agrees with the plain loop, also for entries that share
+    /// only their low or only their high 32 bits with the address.
+    #[test]
+    fn equal_slots_matches_whole_addresses_only() {
+        let mut rng = Rng(0x5151_7e7e_0101_abcd);
+        for _ in 0..20_000 {
+            let addr = rng.next();
+            let mut addrs = [0u64; RECENT];
+            for a in addrs.iter_mut() {
+                *a = match rng.below(4) {
+                    0 => addr,
+                    1 => (addr & 0xffff_ffff) | (rng.next() << 32),
+                    2 => (addr & !0xffff_ffff) | (rng.next() & 0xffff_ffff),
+                    _ => rng.next(),
+                };
+            }
+            let plain = addrs.iter().enumerate().fold(0u32, |m, (j, &a)| m | u32::from(a == addr) << j);
+            assert_eq!(equal_slots(&addrs, addr), plain, "{addrs:x?} {addr:#x}");
         }
     }
 
