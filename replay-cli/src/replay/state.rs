@@ -846,6 +846,11 @@ impl ReplayState {
                 return i as usize;
             }
         }
+        self.other_thread(id)
+    }
+
+    #[inline(never)]
+    fn other_thread(&mut self, id: u32) -> usize {
         let next = self.threads.len() as u32;
         let i = *self.thread_index.entry(id).or_insert(next);
         if i == next {
@@ -905,7 +910,7 @@ impl ReplayState {
             _ => *t.contexts.last().unwrap_or(&ROOT),
         };
         let slot = self.slot(node, dom, ti);
-        let site = self.site(stack, dom);
+        let site = self.site(stack, domain, dom);
         let old = self.live[dom as usize].insert(addr, Live { size, seq, slot, site_and_flag: site });
         if let Some(old) = old {
             // The log says the address was live: drop the older allocation's figures.
@@ -1127,8 +1132,8 @@ impl ReplayState {
 
     /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.
     #[inline(always)]
-    fn site(&mut self, stack: u32, dom: u32) -> u32 {
-        if self.domains[dom as usize].id == HEAP_DOMAIN {
+    fn site(&mut self, stack: u32, domain: u32, dom: u32) -> u32 {
+        if domain == HEAP_DOMAIN {
             if let Some(&i) = self.heap_sites.get(stack as usize).filter(|&&i| i != u32::MAX) {
                 return i;
             }
