@@ -237,6 +237,19 @@ impl<R: Read> LogReader<R> {
     /// The next event block, or `None` at the end of the log (clean or not).
     /// I/O errors of the source are returned; damage is recorded in the report.
     pub fn next_block(&mut self) -> io::Result<Option<Block>> {
+        self.next(true)
+    }
+
+    /// The offset and frame of the next event block, as [`LogReader::next_block`] but
+    /// without copying its payload out: for readers that index a file and read the
+    /// payloads later ([`Block::read_stored_at`]).
+    pub fn next_frame(&mut self) -> io::Result<Option<(u64, BlockFrame)>> {
+        Ok(self.next(false)?.map(|b| (b.offset, b.frame)))
+    }
+
+    /// The next event block, its payload copied out if `payload` (always for the
+    /// end-of-log record, which is parsed here).
+    fn next(&mut self, payload: bool) -> io::Result<Option<Block>> {
         let mut corrupt_from: Option<u64> = None;
         loop {
             if self.done {
@@ -267,7 +280,10 @@ impl<R: Read> LogReader<R> {
                 self.report.damage.push(Damage::CorruptRegion { offset: from, bytes: self.offset - from });
             }
             let offset = self.offset;
-            let stored = self.buf[self.start + FRAME_LEN..self.start + total].to_vec();
+            let stored = match frame.kind {
+                BlockKind::Events if !payload => Vec::new(),
+                _ => self.buf[self.start + FRAME_LEN..self.start + total].to_vec(),
+            };
             self.consume(total);
             match frame.kind {
                 BlockKind::Events => {

@@ -89,8 +89,7 @@ impl IndexedLog {
         let mut threads: Vec<ThreadBlocks> = Vec::new();
         let mut by_thread: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
         let mut events = 0u64;
-        while let Some(block) = reader.next_block()? {
-            let f = block.frame;
+        while let Some((offset, f)) = reader.next_frame()? {
             events += u64::from(f.event_count);
             let i = *by_thread.entry(f.thread).or_insert_with(|| {
                 threads.push(ThreadBlocks { thread: f.thread, blocks: Vec::new() });
@@ -103,7 +102,7 @@ impl IndexedLog {
             } else {
                 t.blocks.last().map_or(0, |&(_, prev, key)| if sequenced(&prev) { prev.last_seq } else { key })
             };
-            t.blocks.push((block.offset, f, key));
+            t.blocks.push((offset, f, key));
         }
         let header = reader.header().clone();
         Ok(IndexedLog { header, report: reader.into_report(), events, file, threads })
