@@ -7,7 +7,9 @@
 //! analyzer to read them. Nothing else in the workspace encodes or decodes events.
 //!
 //! Data flows one way: bytes → [`LogReader`] (frames, damage report) → [`Block::decode`]
-//! (events, in parallel if the caller likes) → [`merge_by_seq`] (global order).
+//! (events, in parallel if the caller likes) → [`merge_by_seq`] (global order). Readers
+//! that go through millions of events decode into compact [`Record`]s instead
+//! ([`decode_records`]), with the same decoder.
 
 pub mod block;
 pub mod event;
