@@ -387,38 +387,53 @@ struct RecentHeap {
     freed: RecentAddrs,
 }
 
+/// A heap allocation or a free, for the lists: an allocation takes its address out of
+/// `freed` and puts it in `live`, a free the other way round.
+#[derive(Debug, Clone, Copy)]
+enum HeapSide {
+    Alloc,
+    Free,
+}
+
 impl RecentHeap {
+    /// The list a heap event of `side` takes its address out of, and the one it puts it in.
+    #[inline(always)]
+    fn lists(&mut self, side: HeapSide) -> (&mut RecentAddrs, &mut RecentAddrs) {
+        match side {
+            HeapSide::Alloc => (&mut self.freed, &mut self.live),
+            HeapSide::Free => (&mut self.live, &mut self.freed),
+        }
+    }
+
+    /// After a heap event of `side` at `addr`.
+    #[inline(always)]
+    fn moved(&mut self, side: HeapSide, addr: u64) {
+        let (from, to) = self.lists(side);
+        from.remove(addr);
+        to.push(addr);
+    }
+
+    /// After a heap event of `side` that named `addr` as entry `i` of the list it takes
+    /// it out of (`FREE_RECENT`, `ALLOC_REUSE`): the first entry equal to it is entry `i`
+    /// or one before, so there is nothing to search when `i` is 0, the usual case.
+    #[inline(always)]
+    fn moved_entry(&mut self, side: HeapSide, i: usize, addr: u64) {
+        let (from, to) = self.lists(side);
+        let first = if i == 0 { 0 } else { from.find(addr).unwrap_or(i) };
+        from.remove_at(first);
+        to.push(addr);
+    }
+
     /// After any heap allocation at `addr` (an `ALLOC`, `ALLOC_REUSE` or a realloc's new block).
     #[inline(always)]
     fn allocated(&mut self, addr: u64) {
-        self.freed.remove(addr);
-        self.live.push(addr);
+        self.moved(HeapSide::Alloc, addr);
     }
 
     /// After any heap free of `addr` (a `FREE`, `FREE_RECENT` or a realloc's old block).
     #[inline(always)]
     fn freed(&mut self, addr: u64) {
-        self.live.remove(addr);
-        self.freed.push(addr);
-    }
-
-    /// [`RecentHeap::allocated`] for an `ALLOC_REUSE`+`i`, whose `addr` is `freed[i]`: the
-    /// first entry equal to it is entry `i` or one before, so there is nothing to search
-    /// when `i` is 0, the usual case.
-    #[inline(always)]
-    fn reused(&mut self, i: usize, addr: u64) {
-        let first = if i == 0 { 0 } else { self.freed.find(addr).unwrap_or(i) };
-        self.freed.remove_at(first);
-        self.live.push(addr);
-    }
-
-    /// [`RecentHeap::freed`] for a `FREE_RECENT`+`i`, whose `addr` is `live[i]` (as
-    /// [`RecentHeap::reused`]).
-    #[inline(always)]
-    fn freed_recent(&mut self, i: usize, addr: u64) {
-        let first = if i == 0 { 0 } else { self.live.find(addr).unwrap_or(i) };
-        self.live.remove_at(first);
-        self.freed.push(addr);
+        self.moved(HeapSide::Free, addr);
     }
 }
 
@@ -944,6 +959,32 @@ impl<'a> EventDecoder<'a> {
         Ok(self.prev_addr)
     }
 
+    /// The domain and address of an allocation or a free (`side`) with tag `t`, whose
+    /// three forms are `[plain, in_domain, recent]`: an addr field (heap), a domain and an
+    /// addr field, or entry `t - recent` of the list the address leaves (heap). The
+    /// recent-address lists are updated for a heap event.
+    #[inline(always)]
+    fn domain_and_addr(
+        &mut self,
+        t: u8,
+        side: HeapSide,
+        [plain, in_domain, recent]: [u8; 3],
+    ) -> Result<(DomainId, u64), CursorError> {
+        if t == plain || t == in_domain {
+            let domain = if t == plain { HEAP_DOMAIN } else { self.c.u32()? };
+            let addr = self.addr()?;
+            if domain == HEAP_DOMAIN {
+                self.recent.moved(side, addr);
+            }
+            return Ok((domain, addr));
+        }
+        let i = usize::from(t - recent);
+        let addr = self.recent.lists(side).0.get(i).ok_or(NO_SUCH_RECENT)?;
+        self.prev_addr = addr;
+        self.recent.moved_entry(side, i, addr);
+        Ok((HEAP_DOMAIN, addr))
+    }
+
     /// Decodes the next record into `out`.
     #[inline(always)]
     fn decode_one(&mut self, out: &mut impl Output) -> Result<(), (&'static str, CursorError)> {
@@ -952,21 +993,8 @@ impl<'a> EventDecoder<'a> {
             tag::ALLOC | tag::DOMAIN_ALLOC | tag::ALLOC_REUSE..=REUSE_LAST => {
                 let (seq, domain, addr, size, stack, align_log2) = (|| {
                     let seq = self.seq()?;
-                    // `listed`: the lists are updated already.
-                    let (domain, addr, listed) = match t {
-                        tag::ALLOC => (HEAP_DOMAIN, self.addr()?, false),
-                        tag::DOMAIN_ALLOC => (self.c.u32()?, self.addr()?, false),
-                        _ => {
-                            let i = usize::from(t - tag::ALLOC_REUSE);
-                            let addr = self.recent.freed.get(i).ok_or(NO_SUCH_RECENT)?;
-                            self.prev_addr = addr;
-                            self.recent.reused(i, addr);
-                            (HEAP_DOMAIN, addr, true)
-                        }
-                    };
-                    if domain == HEAP_DOMAIN && !listed {
-                        self.recent.allocated(addr);
-                    }
+                    let tags = [tag::ALLOC, tag::DOMAIN_ALLOC, tag::ALLOC_REUSE];
+                    let (domain, addr) = self.domain_and_addr(t, HeapSide::Alloc, tags)?;
                     Ok((seq, domain, addr, self.c.u64()?, self.c.u32()?, self.c.u8()?))
                 })()
                 .map_err(|e| ("alloc", e))?;
@@ -975,21 +1003,8 @@ impl<'a> EventDecoder<'a> {
             tag::FREE | tag::DOMAIN_FREE | tag::FREE_RECENT..=RECENT_LAST => {
                 let (seq, domain, addr, stack) = (|| {
                     let seq = self.seq()?;
-                    // `listed`: the lists are updated already.
-                    let (domain, addr, listed) = match t {
-                        tag::FREE => (HEAP_DOMAIN, self.addr()?, false),
-                        tag::DOMAIN_FREE => (self.c.u32()?, self.addr()?, false),
-                        _ => {
-                            let i = usize::from(t - tag::FREE_RECENT);
-                            let addr = self.recent.live.get(i).ok_or(NO_SUCH_RECENT)?;
-                            self.prev_addr = addr;
-                            self.recent.freed_recent(i, addr);
-                            (HEAP_DOMAIN, addr, true)
-                        }
-                    };
-                    if domain == HEAP_DOMAIN && !listed {
-                        self.recent.freed(addr);
-                    }
+                    let tags = [tag::FREE, tag::DOMAIN_FREE, tag::FREE_RECENT];
+                    let (domain, addr) = self.domain_and_addr(t, HeapSide::Free, tags)?;
                     Ok((seq, domain, addr, self.c.u32()?))
                 })()
                 .map_err(|e| ("free", e))?;
