@@ -585,7 +585,7 @@ impl InteriorIndex {
     }
 }
 
-/// Who freed an allocation: its thread (stream id) and that thread's allocation count
+/// Who freed an allocation: its thread (stream id) and that thread's latest allocation
 /// then, and the free callstack (0 = none).
 #[derive(Debug, Clone, Copy)]
 struct FreedBy {
