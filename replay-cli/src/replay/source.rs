@@ -287,12 +287,13 @@ fn decode_block(file: &File, b: &BlockToDecode, mut out: Records) -> Result<Reco
         error,
     };
     out.clear();
-    // Every event takes at least one byte: a corrupt count must not reserve more.
-    out.records.reserve((frame.event_count as usize).min(frame.raw_len as usize));
     BLOCK_BUFFERS.with_borrow_mut(|(stored, raw)| {
         Block::read_stored_at(file, b.offset, frame, stored)
             .map_err(|e| damage(memreplay_format::BlockError::Malformed { offset: 0, what: io_what(&e) }))?;
         let payload = unpack_payload_into(&frame, stored, raw).map_err(damage)?;
+        // A record takes at least one byte of payload (a realloc's two, many more): a
+        // corrupt count must not reserve more.
+        out.records.reserve((frame.event_count as usize).min(payload.len()));
         decode_records(payload, &mut out).map_err(damage)
     })?;
     let mut next = b.key_after;
