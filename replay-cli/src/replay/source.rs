@@ -125,7 +125,11 @@ impl IndexedLog {
         // The merge takes a core of its own: decoding gets the others (at least one), so
         // that the two never take turns on one core.
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let decoders = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build().ok();
+        let decoders = rayon::ThreadPoolBuilder::new()
+            .num_threads(cores.saturating_sub(1).max(1))
+            .build()
+            .inspect_err(|e| tracing::debug!("no decoding pool ({e}): decoding on rayon's global pool"))
+            .ok();
         let batch = (cores * 4).max(8);
         let mut handed_out = 0u64;
         let mut damage: Vec<Damage> = Vec::new();
