@@ -659,11 +659,8 @@ impl ReplayState {
     /// Applies one record of `thread` (its `Event` records refer into `block`), in global order.
     #[inline(always)]
     pub fn apply_record(&mut self, thread: u32, r: &Record, block: &Records) {
-        let ti = self.thread_index(thread);
         // A realloc is one event in two records.
-        let counted = u64::from(r.kind != RecordKind::ReallocAlloc);
-        self.events += counted;
-        self.threads[ti].events += counted;
+        let ti = self.counted(thread, r.kind != RecordKind::ReallocAlloc);
         match r.kind {
             RecordKind::Alloc | RecordKind::ReallocAlloc => {
                 self.alloc(ti, HEAP_DOMAIN, r.addr, r.value, r.stack, r.key)
@@ -680,11 +677,18 @@ impl ReplayState {
 
     /// Applies one event (or realloc half) of `thread`, in global order.
     pub fn apply(&mut self, thread: u32, event: &Event, part: Part) {
-        let ti = self.thread_index(thread);
-        let counted = u64::from(part != Part::ReallocAlloc);
-        self.events += counted;
-        self.threads[ti].events += counted;
+        let ti = self.counted(thread, part != Part::ReallocAlloc);
         self.apply_event(ti, event, part);
+    }
+
+    /// The index of thread `thread`, counting one more event of it if `new_event` (not
+    /// for a realloc's second half).
+    #[inline(always)]
+    fn counted(&mut self, thread: u32, new_event: bool) -> usize {
+        let ti = self.thread_index(thread);
+        self.events += u64::from(new_event);
+        self.threads[ti].events += u64::from(new_event);
+        ti
     }
 
     fn apply_event(&mut self, ti: usize, event: &Event, part: Part) {
