@@ -138,6 +138,7 @@ impl IndexedLog {
         // Spent record buffers, back from the merge to the decoders: a block's buffers
         // are reused rather than allocated (and their pages faulted in) anew.
         let spare: Mutex<Vec<Records>> = Mutex::new(Vec::new());
+        let merge_cpu = thread_cpu_seconds();
 
         std::thread::scope(|scope| {
             // Decoding runs ahead of the merge on its own thread (and rayon's pool), a few
@@ -228,6 +229,9 @@ impl IndexedLog {
         }
         progress(handed_out);
         self.report.damage.extend(damage);
+        if let (Some(start), Some(end)) = (merge_cpu, thread_cpu_seconds()) {
+            tracing::debug!("merging and replaying kept its thread busy {:.3} s", end - start);
+        }
     }
 
     /// Every block, in the order to decode them (by ordering key), with the key that its
@@ -309,6 +313,19 @@ fn decode_block(file: &File, b: &BlockToDecode, mut out: Records) -> Result<Reco
         }
     }
     Ok(out)
+}
+
+/// CPU time of the calling thread (not the time it spent waiting), where the OS says.
+fn thread_cpu_seconds() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `t` is a valid timespec for the call to fill in.
+        let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0;
+        ok.then(|| t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 fn io_what(e: &std::io::Error) -> &'static str {
