@@ -188,10 +188,7 @@ impl<V: Copy + Default> AddrMap<V> {
         }
         let e: *const u8 = (&self.entries[home(key, self.mask())] as *const Entry<V>).cast();
         prefetch_line(e);
-        // An entry that does not divide a cache line may straddle two: fetch both ends.
-        if 64 % std::mem::size_of::<Entry<V>>() != 0 {
-            prefetch_line(e.wrapping_add(std::mem::size_of::<Entry<V>>() - 1));
-        }
+        prefetch_line(e.wrapping_add(64));
     }
 
     /// Every entry, in no particular order.
