@@ -85,7 +85,7 @@ impl IndexedLog {
     /// Pass one: checks the header and frames every block. Damage is recorded, not fatal.
     pub fn open(path: &Path) -> Result<IndexedLog, FormatError> {
         let file = File::open(path)?;
-        let mut reader = LogReader::new(std::io::BufReader::with_capacity(1 << 20, file.try_clone()?))?;
+        let mut reader = LogReader::new(file.try_clone()?)?;
         let mut threads: Vec<ThreadBlocks> = Vec::new();
         let mut by_thread: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
         let mut events = 0u64;
