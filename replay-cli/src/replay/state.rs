@@ -369,6 +369,8 @@ pub struct ReplayState {
     domain_index: FxMap<u32, u32>,
     /// Index in `domains` of domain ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
     direct_domains: Vec<u32>,
+    /// The heap's index in `domains` plus one (0 until it is seen).
+    heap_index_plus_one: u32,
     live: Vec<LiveAllocations>,
     /// Bytes used of the live heap allocations that reported their usage.
     used: FxMap<u64, u64>,
@@ -867,6 +869,10 @@ impl ReplayState {
     /// The index of domain `id` in `domains` (and `live`), if it was seen.
     #[inline(always)]
     fn domain_index(&self, id: u32) -> Option<u32> {
+        if id == HEAP_DOMAIN && self.heap_index_plus_one != 0 {
+            // The domain of nearly every event, resolved with one load.
+            return Some(self.heap_index_plus_one - 1);
+        }
         match self.direct_domains.get(id as usize) {
             Some(&u32::MAX) => None,
             Some(&i) => Some(i),
@@ -894,6 +900,9 @@ impl ReplayState {
                 self.direct_domains.resize(id as usize + 1, u32::MAX);
             }
             self.direct_domains[id as usize] = i;
+            if id == HEAP_DOMAIN {
+                self.heap_index_plus_one = i + 1;
+            }
         } else {
             self.domain_index.insert(id, i);
         }
