@@ -227,6 +227,7 @@ pub struct ThreadState {
     pub os_tid: u64,
     /// String id of its name (0 = unnamed).
     pub name: u32,
+    /// Events of the thread (complete once the replay is finished).
     pub events: u64,
     contexts: Vec<NodeId>,
     /// Attach targets; `None` for an attach whose address no live allocation contains.
@@ -366,6 +367,8 @@ pub struct ReplayState {
     thread_index: FxMap<u32, u32>,
     /// The last thread looked up: (id, index). Events come in runs of one thread.
     last_thread: Option<(u32, u32)>,
+    /// `events` when the last thread's run began (see [`ReplayState::counted`]).
+    events_counted_by_thread: u64,
     domain_index: FxMap<u32, u32>,
     /// Index in `domains` of domain ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
     direct_domains: Vec<u32>,
@@ -688,9 +691,18 @@ impl ReplayState {
     #[inline(always)]
     fn counted(&mut self, thread: u32, new_event: bool) -> usize {
         let ti = self.thread_index(thread);
+        // The thread's own count is brought up to date when another thread's event comes
+        // (events come in runs of one thread) and at `finish`.
         self.events += u64::from(new_event);
-        self.threads[ti].events += u64::from(new_event);
         ti
+    }
+
+    /// Adds the events since the last thread switch to the thread they belong to.
+    fn count_thread_events(&mut self) {
+        if let Some((_, i)) = self.last_thread {
+            self.threads[i as usize].events += self.events - self.events_counted_by_thread;
+        }
+        self.events_counted_by_thread = self.events;
     }
 
     fn apply_event(&mut self, ti: usize, event: &Event, part: Part) {
@@ -857,6 +869,7 @@ impl ReplayState {
 
     #[inline(never)]
     fn other_thread(&mut self, id: u32) -> usize {
+        self.count_thread_events();
         let next = self.threads.len() as u32;
         let i = *self.thread_index.entry(id).or_insert(next);
         if i == next {
@@ -1217,6 +1230,7 @@ impl ReplayState {
 
     /// Says that no more events come: what is derived from the whole replay may be kept.
     pub fn finish(&mut self) {
+        self.count_thread_events();
         self.finished = true;
     }
 
