@@ -27,6 +27,8 @@ pub struct AddrMap<V> {
     len: usize,
     /// The entry whose key is `u64::MAX` (the empty marker), if any.
     max_key: Option<V>,
+    /// Entries the table holds before it is full: half its slots (see [`AddrMap::is_full`]).
+    most: usize,
 }
 
 /// A key beside its value, aligned to 32 bytes: with the replay's 24-byte values, two to
@@ -40,7 +42,7 @@ struct Entry<V> {
 
 impl<V> Default for AddrMap<V> {
     fn default() -> Self {
-        AddrMap { entries: Vec::new(), len: 0, max_key: None }
+        AddrMap { entries: Vec::new(), len: 0, max_key: None, most: 0 }
     }
 }
 
@@ -127,7 +129,7 @@ impl<V: Copy + Default> AddrMap<V> {
     /// slower.
     #[inline(always)]
     pub fn is_full(&self) -> bool {
-        (self.len + 1) * 2 > self.entries.len()
+        self.len >= self.most
     }
 
     /// The value of `key`, to change.
@@ -219,6 +221,7 @@ impl<V: Copy + Default> AddrMap<V> {
         huge_pages(table.spare_capacity_mut());
         table.resize(capacity, Entry { key: EMPTY, value: V::default() });
         let old = std::mem::replace(&mut self.entries, table);
+        self.most = capacity / 2;
         self.len = 0;
         for e in old {
             if e.key != EMPTY && keep(&e.value) {
