@@ -129,8 +129,9 @@ impl ReadReport {
 pub struct LogReader<R> {
     src: R,
     buf: Vec<u8>,
-    /// Start of unread data in `buf`.
+    /// Unread data: `buf[start..end]`.
     start: usize,
+    end: usize,
     /// File offset of `buf[start]`.
     offset: u64,
     eof: bool,
@@ -150,6 +151,7 @@ impl<R: Read> LogReader<R> {
         let mut r = LogReader {
             src,
             buf: Vec::new(),
+            end: 0,
             start: 0,
             offset: 0,
             eof: false,
@@ -159,7 +161,7 @@ impl<R: Read> LogReader<R> {
         };
         r.fill(16)?;
         let (header, len) = loop {
-            match FileHeader::parse(&r.buf[r.start..]) {
+            match FileHeader::parse(&r.buf[r.start..r.end]) {
                 Err(FormatError::TruncatedHeader) if !r.eof => {
                     let want = r.available() + 4096;
                     r.fill(want)?;
@@ -191,38 +193,36 @@ impl<R: Read> LogReader<R> {
     }
 
     fn available(&self) -> usize {
-        self.buf.len() - self.start
+        self.end - self.start
     }
 
     /// Makes at least `n` unread bytes available, unless the source ends first.
+    ///
+    /// The buffer keeps its size between reads, so each byte of it is zeroed once, not
+    /// before every read (indexing a 120 MB log zeroed 120 MB).
     fn fill(&mut self, n: usize) -> io::Result<()> {
         if self.available() >= n || self.eof {
             return Ok(());
         }
         if self.start > 0 {
-            self.buf.drain(..self.start);
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
         }
-        while self.buf.len() < n && !self.eof {
-            let have = self.buf.len();
-            let want = (n - have).max(READ_CHUNK);
-            self.buf.resize(have + want, 0);
+        while self.end < n && !self.eof {
+            let want = (n - self.end).max(READ_CHUNK);
+            if self.buf.len() < self.end + want {
+                self.buf.resize(self.end + want, 0);
+            }
             let got = loop {
-                match self.src.read(&mut self.buf[have..]) {
+                match self.src.read(&mut self.buf[self.end..]) {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     other => break other,
                 }
             };
-            match got {
-                Ok(0) => {
-                    self.buf.truncate(have);
-                    self.eof = true;
-                }
-                Ok(k) => self.buf.truncate(have + k),
-                Err(e) => {
-                    self.buf.truncate(have);
-                    return Err(e);
-                }
+            match got? {
+                0 => self.eof = true,
+                k => self.end += k,
             }
         }
         Ok(())
@@ -319,7 +319,7 @@ impl<R: Read> LogReader<R> {
     /// Counts (and discards) whatever follows the end-of-log record.
     fn trailing_len(&mut self) -> io::Result<u64> {
         let mut n = self.available() as u64;
-        self.start = self.buf.len();
+        self.start = self.end;
         if !self.eof {
             n += io::copy(&mut self.src, &mut io::sink())?;
         }
@@ -344,7 +344,7 @@ impl<R: Read> LogReader<R> {
     fn skip_to_next_magic(&mut self) -> io::Result<()> {
         self.consume(1);
         loop {
-            let window = &self.buf[self.start..];
+            let window = &self.buf[self.start..self.end];
             if let Some(i) = window.windows(BLOCK_MAGIC.len()).position(|w| w == BLOCK_MAGIC) {
                 self.consume(i);
                 return Ok(());
