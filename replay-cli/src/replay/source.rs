@@ -149,6 +149,7 @@ impl IndexedLog {
             let decoders = &decoders;
             scope.spawn(move || {
                 let decode_all = || {
+                    let start = thread_cpu_seconds();
                     for chunk in order_ref.chunks(batch) {
                         let decoded = chunk
                             .par_iter()
@@ -160,6 +161,9 @@ impl IndexedLog {
                         if tx.send(decoded).is_err() {
                             return;
                         }
+                    }
+                    if let (Some(start), Some(end)) = (start, thread_cpu_seconds()) {
+                        tracing::debug!("decoding kept its (first) thread busy {:.3} s", end - start);
                     }
                 };
                 match decoders {
