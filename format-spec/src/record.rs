@@ -42,8 +42,10 @@ pub enum RecordKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
     /// The ordering key: the sequence number of a sequenced event (a realloc's free half:
-    /// its `free_seq`). Decoded as 0 for an unsequenced event (context push and pop, time,
-    /// definitions), which a reader may overwrite with the key it orders the record by.
+    /// its `free_seq`). An unsequenced event (context push and pop, time, definitions)
+    /// comes just before the next sequenced event of its thread, and takes its key: that
+    /// of the next sequenced record of the block, or, after the block's last one, 0 until
+    /// the reader gives it one ([`Records::key_trailing`]).
     pub key: u64,
     pub addr: u64,
     pub value: u64,
@@ -81,6 +83,9 @@ pub struct Records {
     pub records: Vec<Record>,
     /// The events of [`RecordKind::Event`] records, by `value`.
     pub events: Vec<Event>,
+    /// How many records at the end are unsequenced and wait for a key (the next
+    /// sequenced record's).
+    unkeyed: usize,
 }
 
 impl Records {
@@ -111,6 +116,31 @@ impl Records {
     pub fn clear(&mut self) {
         self.records.clear();
         self.events.clear();
+        self.unkeyed = 0;
+    }
+
+    /// Gives `key` to the unsequenced records after the last sequenced one (the key of
+    /// the thread's next sequenced event, in a later block).
+    pub fn key_trailing(&mut self, key: u64) {
+        let n = self.records.len();
+        for r in &mut self.records[n - self.unkeyed..] {
+            r.key = key;
+        }
+        self.unkeyed = 0;
+    }
+
+    /// Appends `r`, keying the unsequenced records before it if it is sequenced. Keyed
+    /// here, as they are decoded, rather than in a second pass over the block's records.
+    #[inline(always)]
+    fn push_record(&mut self, r: Record) {
+        if r.sequenced {
+            if self.unkeyed > 0 {
+                self.key_trailing(r.key);
+            }
+        } else {
+            self.unkeyed += 1;
+        }
+        self.records.push(r);
     }
 }
 
@@ -122,7 +152,7 @@ impl Output for Records {
             return;
         }
         let key = e.seq();
-        self.records.push(Record {
+        self.push_record(Record {
             key: key.unwrap_or(0),
             addr: 0,
             value: self.events.len() as u64,
@@ -137,7 +167,7 @@ impl Output for Records {
     #[inline(always)]
     fn alloc(&mut self, seq: u64, domain: DomainId, addr: u64, size: u64, align_log2: u8, stack: StackId) {
         if domain == HEAP_DOMAIN {
-            self.records.push(Record::new(RecordKind::Alloc, seq, addr, size, stack));
+            self.push_record(Record::new(RecordKind::Alloc, seq, addr, size, stack));
         } else {
             self.event(Event::Alloc { seq, domain, addr, size, align_log2, stack });
         }
@@ -146,7 +176,7 @@ impl Output for Records {
     #[inline(always)]
     fn free(&mut self, seq: u64, domain: DomainId, addr: u64, stack: StackId) {
         if domain == HEAP_DOMAIN {
-            self.records.push(Record::new(RecordKind::Free, seq, addr, 0, stack));
+            self.push_record(Record::new(RecordKind::Free, seq, addr, 0, stack));
         } else {
             self.event(Event::Free { seq, domain, addr, stack });
         }
@@ -154,30 +184,30 @@ impl Output for Records {
 
     #[inline(always)]
     fn realloc(&mut self, free_seq: u64, seq: u64, old_addr: u64, new_addr: u64, new_size: u64, _: u8, stack: StackId) {
-        self.records.push(Record::new(RecordKind::ReallocFree, free_seq, old_addr, 0, 0));
-        self.records.push(Record::new(RecordKind::ReallocAlloc, seq, new_addr, new_size, stack));
+        self.push_record(Record::new(RecordKind::ReallocFree, free_seq, old_addr, 0, 0));
+        self.push_record(Record::new(RecordKind::ReallocAlloc, seq, new_addr, new_size, stack));
     }
 
     #[inline(always)]
     fn usage(&mut self, seq: u64, addr: u64, used: u64) {
-        self.records.push(Record::new(RecordKind::Usage, seq, addr, used, 0));
+        self.push_record(Record::new(RecordKind::Usage, seq, addr, used, 0));
     }
 
     #[inline(always)]
     fn context_push(&mut self, ty: ContextTypeId, name: StringId, flags: u8) {
         let mut r = Record::new(RecordKind::ContextPush, 0, 0, u64::from(name), ty);
         r.flags = flags;
-        self.records.push(r);
+        self.push_record(r);
     }
 
     #[inline(always)]
     fn context_pop(&mut self) {
-        self.records.push(Record::new(RecordKind::ContextPop, 0, 0, 0, 0));
+        self.push_record(Record::new(RecordKind::ContextPop, 0, 0, 0, 0));
     }
 
     #[inline(always)]
     fn time(&mut self, ns: u64) {
-        self.records.push(Record::new(RecordKind::Time, 0, 0, ns, 0));
+        self.push_record(Record::new(RecordKind::Time, 0, 0, ns, 0));
     }
 }
 

@@ -163,7 +163,7 @@ impl IndexedLog {
                         }
                     }
                     if let (Some(start), Some(end)) = (start, thread_cpu_seconds()) {
-                        tracing::debug!("decoding kept its (first) thread busy {:.3} s", end - start);
+                        tracing::debug!("decoding: {:.3} s of CPU on its (first) thread", end - start);
                     }
                 };
                 match decoders {
@@ -234,7 +234,7 @@ impl IndexedLog {
         progress(handed_out);
         self.report.damage.extend(damage);
         if let (Some(start), Some(end)) = (merge_cpu, thread_cpu_seconds()) {
-            tracing::debug!("merging and replaying kept its thread busy {:.3} s", end - start);
+            tracing::debug!("merge and replay: {:.3} s of CPU on its thread", end - start);
         }
     }
 
@@ -308,14 +308,8 @@ fn decode_block(file: &File, b: &BlockToDecode, mut out: Records) -> Result<Reco
         out.records.reserve((frame.event_count as usize).min(payload.len()));
         decode_records(payload, &mut out).map_err(damage)
     })?;
-    let mut next = b.key_after;
-    for r in out.records.iter_mut().rev() {
-        if r.sequenced {
-            next = r.key;
-        } else {
-            r.key = next;
-        }
-    }
+    // The unsequenced records before a sequenced one were keyed as they were decoded.
+    out.key_trailing(b.key_after);
     Ok(out)
 }
 
