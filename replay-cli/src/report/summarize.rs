@@ -355,101 +355,106 @@ pub fn build(l: &Loaded) -> Summary {
         total: Amount::new(top.iter().map(|d| d.total.bytes).sum(), top.iter().map(|d| d.total.count).sum()),
     };
 
-    let top_contexts = figs
-        .iter()
-        .filter(|d| !d.total().is_empty())
-        .map(|d| TopContexts {
-            domain: state.domain_name(d.domain),
-            peak: lists(l, d, limit, |a| (a.peak.bytes, a.peak.count)),
-            live: lists(l, d, limit, |a| (a.live.bytes, a.live.count)),
-        })
-        .collect();
-
-    let instances = figs
-        .iter()
-        .filter_map(|d| {
-            let (mut types, _) = instances::domain_instances(state, d);
-            sort_rows(&mut types, sel.sort, |f| Keys {
-                bytes: f.bytes,
-                count: f.count,
-                name: &f.name,
-                instances: f.instances,
-                total: f.total_bytes,
-                peak: f.peak_bytes,
-            });
-            types.truncate(limit);
-            (!types.is_empty()).then(|| DomainInstanceTypes { domain: state.domain_name(d.domain), types })
-        })
-        .collect();
-
-    let eff = efficiency::build(l);
-    let mut least = eff.contexts.clone();
-    let key = |c: &ContextEfficiency| {
-        let e = c.live.efficiency.or(c.peak.efficiency).unwrap_or(1.0);
-        (e, std::cmp::Reverse(c.live.wasted_bytes.max(c.peak.wasted_bytes)))
+    // The context lists (a path per context, sorted) and the rest are built side by side.
+    let contexts = || -> Vec<TopContexts> {
+        figs.iter()
+            .filter(|d| !d.total().is_empty())
+            .map(|d| TopContexts {
+                domain: state.domain_name(d.domain),
+                peak: lists(l, d, limit, |a| (a.peak.bytes, a.peak.count)),
+                live: lists(l, d, limit, |a| (a.live.bytes, a.live.count)),
+            })
+            .collect()
     };
-    least.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal));
-    least.truncate(limit);
-    let efficiency = EfficiencySummary {
-        live: eff.overall,
-        peak: eff.peak,
-        worst_containers: eff.containers.into_iter().take(limit).collect(),
-        least_efficient_contexts: least,
-    };
-
-    let mut by_context = leaks::by_context(l);
-    let mut leaks: Vec<LeakGroup> = Vec::new();
-    for &d in &sel.domains {
-        let Some(groups) = by_context.remove(&d) else { continue };
-        let mut groups: Vec<(u32, (u64, u64))> = groups.into_iter().collect();
-        groups.sort_unstable_by_key(|&(node, _)| node);
-        leaks.extend(groups.into_iter().filter(|(_, (bytes, _))| *bytes >= sel.min_bytes).map(
-            |(node, (bytes, count))| LeakGroup {
-                domain: state.domain_name(d),
-                context: state.node_path(node),
-                bytes,
-                count,
-            },
-        ));
-    }
-    sort_rows(&mut leaks, sel.sort, |g| Keys {
-        bytes: g.bytes,
-        count: g.count,
-        name: &g.context,
-        instances: 0,
-        total: g.bytes,
-        peak: 0,
-    });
-    leaks.truncate(limit);
-
-    let mut temporaries: Vec<TemporaryGroup> = Vec::new();
-    for d in &figs {
-        for (node, a) in d.exclusive.iter().enumerate() {
-            if a.temp_count > 0 {
-                temporaries.push(TemporaryGroup {
-                    domain: state.domain_name(d.domain),
-                    context: state.node_path(node as u32),
-                    bytes: a.temp_bytes,
-                    count: a.temp_count,
-                    share: a.temp_count as f64 / a.total_count.max(1) as f64,
+    let rest = || {
+        let instances = figs
+            .iter()
+            .filter_map(|d| {
+                let (mut types, _) = instances::domain_instances(state, d);
+                sort_rows(&mut types, sel.sort, |f| Keys {
+                    bytes: f.bytes,
+                    count: f.count,
+                    name: &f.name,
+                    instances: f.instances,
+                    total: f.total_bytes,
+                    peak: f.peak_bytes,
                 });
+                types.truncate(limit);
+                (!types.is_empty()).then(|| DomainInstanceTypes { domain: state.domain_name(d.domain), types })
+            })
+            .collect();
+
+        let eff = efficiency::build(l);
+        let mut least = eff.contexts.clone();
+        let key = |c: &ContextEfficiency| {
+            let e = c.live.efficiency.or(c.peak.efficiency).unwrap_or(1.0);
+            (e, std::cmp::Reverse(c.live.wasted_bytes.max(c.peak.wasted_bytes)))
+        };
+        least.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap_or(std::cmp::Ordering::Equal));
+        least.truncate(limit);
+        let efficiency = EfficiencySummary {
+            live: eff.overall,
+            peak: eff.peak,
+            worst_containers: eff.containers.into_iter().take(limit).collect(),
+            least_efficient_contexts: least,
+        };
+
+        let mut by_context = leaks::by_context(l);
+        let mut leaks: Vec<LeakGroup> = Vec::new();
+        for &d in &sel.domains {
+            let Some(groups) = by_context.remove(&d) else { continue };
+            let mut groups: Vec<(u32, (u64, u64))> = groups.into_iter().collect();
+            groups.sort_unstable_by_key(|&(node, _)| node);
+            leaks.extend(groups.into_iter().filter(|(_, (bytes, _))| *bytes >= sel.min_bytes).map(
+                |(node, (bytes, count))| LeakGroup {
+                    domain: state.domain_name(d),
+                    context: state.node_path(node),
+                    bytes,
+                    count,
+                },
+            ));
+        }
+        sort_rows(&mut leaks, sel.sort, |g| Keys {
+            bytes: g.bytes,
+            count: g.count,
+            name: &g.context,
+            instances: 0,
+            total: g.bytes,
+            peak: 0,
+        });
+        leaks.truncate(limit);
+
+        let mut temporaries: Vec<TemporaryGroup> = Vec::new();
+        for d in &figs {
+            for (node, a) in d.exclusive.iter().enumerate() {
+                if a.temp_count > 0 {
+                    temporaries.push(TemporaryGroup {
+                        domain: state.domain_name(d.domain),
+                        context: state.node_path(node as u32),
+                        bytes: a.temp_bytes,
+                        count: a.temp_count,
+                        share: a.temp_count as f64 / a.total_count.max(1) as f64,
+                    });
+                }
             }
         }
-    }
-    // Temporaries are a matter of how many: by count unless sorted otherwise.
-    let sort = if sel.sort == SortKey::Bytes { SortKey::Count } else { sel.sort };
-    sort_rows(&mut temporaries, sort, |g| Keys {
-        bytes: g.bytes,
-        count: g.count,
-        name: &g.context,
-        instances: 0,
-        total: g.bytes,
-        peak: 0,
-    });
-    temporaries.retain(|t| t.bytes >= sel.min_bytes);
-    temporaries.truncate(limit);
+        // Temporaries are a matter of how many: by count unless sorted otherwise.
+        let sort = if sel.sort == SortKey::Bytes { SortKey::Count } else { sel.sort };
+        sort_rows(&mut temporaries, sort, |g| Keys {
+            bytes: g.bytes,
+            count: g.count,
+            name: &g.context,
+            instances: 0,
+            total: g.bytes,
+            peak: 0,
+        });
+        temporaries.retain(|t| t.bytes >= sel.min_bytes);
+        temporaries.truncate(limit);
 
-    let sites = if sel.thread.is_some() { Vec::new() } else { top_sites(l, limit) };
+        let sites = if sel.thread.is_some() { Vec::new() } else { top_sites(l, limit) };
+        (instances, efficiency, leaks, temporaries, sites)
+    };
+    let (top_contexts, (instances, efficiency, leaks, temporaries, sites)) = rayon::join(contexts, rest);
 
     Summary {
         schema_version: SCHEMA_VERSION,
