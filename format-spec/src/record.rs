@@ -252,4 +252,42 @@ mod tests {
         );
         assert_eq!(r.event(&r.records[2]), &Event::Label { seq: 10, name: 3 });
     }
+
+    /// An unsequenced record takes the key of the next sequenced one, found as the block
+    /// is decoded; those after the last sequenced one wait for `key_trailing`.
+    #[test]
+    fn unsequenced_records_take_the_next_sequenced_key() {
+        let mut enc = crate::EventEncoder::new();
+        for e in [
+            Event::ContextPush { ty: 1, name: 2, flags: 0 },
+            Event::Time { ns: 5 },
+            Event::Alloc { seq: 40, domain: crate::HEAP_DOMAIN, addr: 0x100, size: 8, align_log2: 3, stack: 1 },
+            Event::Free { seq: 41, domain: crate::HEAP_DOMAIN, addr: 0x100, stack: 0 },
+            Event::ContextPop,
+            Event::DefineString { id: 9, text: "x".into() },
+            Event::Usage { seq: 44, addr: 0x100, used: 4 },
+            Event::ContextPop,
+            Event::Time { ns: 6 },
+        ] {
+            enc.push(&e);
+        }
+        let mut block = Vec::new();
+        enc.finish_into(1, &mut block);
+        let frame = crate::block::BlockFrame::parse(block[..crate::block::FRAME_LEN].try_into().unwrap()).unwrap();
+        let mut raw = Vec::new();
+        let payload = crate::block::unpack_payload_into(&frame, &block[crate::block::FRAME_LEN..], &mut raw).unwrap();
+        let mut r = Records::default();
+        decode_records(payload, &mut r).unwrap();
+        let keys = |r: &Records| r.records.iter().map(|x| (x.key, x.sequenced)).collect::<Vec<_>>();
+        let before = [(40, false), (40, false), (40, true), (41, true), (44, false), (44, false), (44, true)];
+        assert_eq!(keys(&r)[..7], before);
+        assert_eq!(keys(&r)[7..], [(0, false), (0, false)]);
+        r.key_trailing(50);
+        assert_eq!(keys(&r)[7..], [(50, false), (50, false)]);
+        // Cleared, nothing waits for a key any more.
+        r.clear();
+        r.push(Event::ContextPop);
+        r.key_trailing(60);
+        assert_eq!(keys(&r), [(60, false)]);
+    }
 }

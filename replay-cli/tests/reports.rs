@@ -874,6 +874,10 @@ fn verbose_logs_timings_on_stderr() {
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("replayed 72 events"), "{err}");
+    // How long each side of the replay kept its thread busy (CPU time, Linux).
+    if cfg!(target_os = "linux") {
+        assert!(err.contains("merge and replay: ") && err.contains("decoding: "), "{err}");
+    }
     // No progress bar when stderr is not a terminal.
     assert!(!err.contains("replaying"), "{err}");
 }

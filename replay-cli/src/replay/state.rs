@@ -1367,4 +1367,38 @@ mod tests {
         assert!(m.map.len() as u64 <= 2 * FREED_REMEMBERED + 1);
         assert_eq!(m.iter().count(), 0, "nothing live");
     }
+
+    /// A thread's event count is brought up to date at each switch of thread and at
+    /// `finish`, and a realloc counts once.
+    #[test]
+    fn events_are_counted_per_thread_across_runs() {
+        let mut state = ReplayState::new(ReplayOptions::default());
+        let mut block = Records::default();
+        let mut seq = 0;
+        for (thread, n) in [(7u32, 3u64), (9, 2), (7, 4), (11, 1), (9, 5)] {
+            for _ in 0..n {
+                seq += 1;
+                block.clear();
+                block.push(Event::Alloc { seq, domain: HEAP_DOMAIN, addr: seq * 16, size: 8, align_log2: 3, stack: 0 });
+                state.apply_record(thread, &block.records[0], &block);
+            }
+        }
+        block.clear();
+        block.push(Event::Realloc {
+            free_seq: seq + 1,
+            seq: seq + 2,
+            old_addr: 16,
+            new_addr: 0x9000,
+            new_size: 32,
+            align_log2: 3,
+            stack: 0,
+        });
+        for r in &block.records {
+            state.apply_record(11, r, &block);
+        }
+        state.finish();
+        let counts: Vec<(u32, u64)> = state.threads().map(|t| (t.id, t.events)).collect();
+        assert_eq!(counts, [(7, 7), (9, 7), (11, 2)]);
+        assert_eq!(state.events, 16);
+    }
 }
