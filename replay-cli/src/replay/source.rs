@@ -136,8 +136,12 @@ impl IndexedLog {
         let file = &self.file;
         let threads = &self.threads;
         // Spent record buffers, back from the merge to the decoders: a block's buffers
-        // are reused rather than allocated (and their pages faulted in) anew.
-        let spare: Mutex<Vec<Records>> = Mutex::new(Vec::new());
+        // are reused rather than allocated (and their pages faulted in) anew. The one
+        // spent longest ago is reused first: the buffer the merge has just finished is
+        // still in its core's cache, and writing it again from the decoding core first
+        // takes every line back from there. Taking the latest instead (a stack) cost the
+        // replay benchmark's 20 M-event log about 4 % (both threads, and the replay).
+        let spare: Mutex<VecDeque<Records>> = Mutex::new(VecDeque::new());
         let merge_cpu = thread_cpu_seconds();
 
         std::thread::scope(|scope| {
@@ -154,7 +158,8 @@ impl IndexedLog {
                         let decoded = chunk
                             .par_iter()
                             .map(|b| {
-                                let out = spare_ref.lock().map(|mut s| s.pop()).ok().flatten().unwrap_or_default();
+                                let out =
+                                    spare_ref.lock().map(|mut s| s.pop_front()).ok().flatten().unwrap_or_default();
                                 (b.thread_index, decode_block(file, b, out))
                             })
                             .collect();
@@ -344,10 +349,10 @@ struct Cursor {
 
 impl Cursor {
     /// Drops spent blocks from the front of the queue (into `spare`).
-    fn skip_spent(&mut self, spare: &Mutex<Vec<Records>>) {
+    fn skip_spent(&mut self, spare: &Mutex<VecDeque<Records>>) {
         while self.queue.front().is_some_and(|b| self.pos >= b.records.len()) {
             if let (Some(b), Ok(mut spare)) = (self.queue.pop_front(), spare.lock()) {
-                spare.push(b);
+                spare.push_back(b);
             }
             self.pos = 0;
         }
@@ -360,7 +365,7 @@ impl Cursor {
     /// The key of what comes next on the thread: its next record, or its next undecoded
     /// block (`next_block`); `None` when only records keyed `u64::MAX` (nothing sequenced
     /// after them) are left.
-    fn head_key(&mut self, next_block: Option<u64>, spare: &Mutex<Vec<Records>>) -> Option<u64> {
+    fn head_key(&mut self, next_block: Option<u64>, spare: &Mutex<VecDeque<Records>>) -> Option<u64> {
         self.skip_spent(spare);
         match self.queue.front() {
             Some(b) => Some(b.records[self.pos].key).filter(|&k| k != u64::MAX),
@@ -370,7 +375,7 @@ impl Cursor {
 
     /// Hands out records while their key stays below `limit` (the caller decoded every
     /// block that could come before it). Returns how many.
-    fn emit_run(&mut self, limit: u64, f: &mut impl EventSink, spare: &Mutex<Vec<Records>>) -> u64 {
+    fn emit_run(&mut self, limit: u64, f: &mut impl EventSink, spare: &Mutex<VecDeque<Records>>) -> u64 {
         let thread = self.thread;
         let mut n = 0;
         loop {
