@@ -120,7 +120,8 @@ pub fn domain_instances(state: &ReplayState, d: &DomainFigures) -> (Vec<Instance
     (types, contexts)
 }
 
-fn keys(f: &InstanceFigures) -> Keys<'_> {
+/// How instance types sort (`summarize` sorts its instance lists the same way).
+pub(crate) fn keys(f: &InstanceFigures) -> Keys<'_> {
     Keys {
         bytes: f.bytes,
         count: f.count,

@@ -371,14 +371,7 @@ pub fn build(l: &Loaded) -> Summary {
             .iter()
             .filter_map(|d| {
                 let (mut types, _) = instances::domain_instances(state, d);
-                sort_rows(&mut types, sel.sort, |f| Keys {
-                    bytes: f.bytes,
-                    count: f.count,
-                    name: &f.name,
-                    instances: f.instances,
-                    total: f.total_bytes,
-                    peak: f.peak_bytes,
-                });
+                sort_rows(&mut types, sel.sort, instances::keys);
                 types.truncate(limit);
                 (!types.is_empty()).then(|| DomainInstanceTypes { domain: state.domain_name(d.domain), types })
             })
@@ -414,14 +407,7 @@ pub fn build(l: &Loaded) -> Summary {
                 },
             ));
         }
-        sort_rows(&mut leaks, sel.sort, |g| Keys {
-            bytes: g.bytes,
-            count: g.count,
-            name: &g.context,
-            instances: 0,
-            total: g.bytes,
-            peak: 0,
-        });
+        sort_rows(&mut leaks, sel.sort, |g| context_keys(g.bytes, g.count, &g.context));
         leaks.truncate(limit);
 
         let mut temporaries: Vec<TemporaryGroup> = Vec::new();
@@ -440,14 +426,7 @@ pub fn build(l: &Loaded) -> Summary {
         }
         // Temporaries are a matter of how many: by count unless sorted otherwise.
         let sort = if sel.sort == SortKey::Bytes { SortKey::Count } else { sel.sort };
-        sort_rows(&mut temporaries, sort, |g| Keys {
-            bytes: g.bytes,
-            count: g.count,
-            name: &g.context,
-            instances: 0,
-            total: g.bytes,
-            peak: 0,
-        });
+        sort_rows(&mut temporaries, sort, |g| context_keys(g.bytes, g.count, &g.context));
         temporaries.retain(|t| t.bytes >= sel.min_bytes);
         temporaries.truncate(limit);
 
@@ -575,6 +554,11 @@ fn domain_summary(l: &Loaded, d: &DomainFigures) -> DomainSummary {
     }
 }
 
+/// How a list of (context, bytes, count) rows sorts: no instances, no peak, its bytes as total.
+fn context_keys(bytes: u64, count: u64, name: &str) -> Keys<'_> {
+    Keys { bytes, count, name, instances: 0, total: bytes, peak: 0 }
+}
+
 /// The top `limit` contexts of a domain by `figure` (bytes, count), inclusive and
 /// exclusive, leaving out empty ones and those under `--min-bytes`.
 fn lists(l: &Loaded, d: &DomainFigures, limit: usize, figure: impl Fn(&figures::Agg) -> (u64, u64)) -> ContextLists {
@@ -592,14 +576,7 @@ fn lists(l: &Loaded, d: &DomainFigures, limit: usize, figure: impl Fn(&figures::
                 ContextAmount { context: state.node_path(node as u32), bytes, count }
             })
             .collect();
-        sort_rows(&mut rows, sel.sort, |r| Keys {
-            bytes: r.bytes,
-            count: r.count,
-            name: &r.context,
-            instances: 0,
-            total: r.bytes,
-            peak: 0,
-        });
+        sort_rows(&mut rows, sel.sort, |r| context_keys(r.bytes, r.count, &r.context));
         rows.truncate(limit);
         rows
     };
