@@ -233,7 +233,7 @@ impl Info {
                             counts.domain_alloc += 1;
                             let d = domain_entry(&mut domains, *domain);
                             d.allocs += 1;
-                            d.alloc_bytes += size;
+                            d.alloc_bytes = d.alloc_bytes.wrapping_add(*size);
                         }
                     }
                     Event::Free { domain, .. } => {
@@ -306,7 +306,7 @@ impl Info {
                     }
                     Event::Lost { events, .. } => {
                         counts.lost += 1;
-                        counts.lost_events += events;
+                        counts.lost_events = counts.lost_events.saturating_add(*events);
                     }
                     // Dropped by the decoder; nothing to count.
                     Event::Unknown { .. } => {}
@@ -316,7 +316,7 @@ impl Info {
         labels.sort_by_key(|l| l.seq);
 
         let report = &log.report;
-        let events: u64 = threads.values().map(|t| t.events).sum();
+        let events: u64 = threads.values().map(|t| t.events).fold(0, u64::wrapping_add);
         let end = report.end.map(|e| EndInfo {
             blocks: e.blocks,
             events: e.events,

@@ -498,7 +498,7 @@ fn measure(budget: &Budget, rule: &Rule, table: &'static str, domain: Option<Str
             let (now, before) = (growth_figure(m, of), growth_figure(&s.baseline.unwrap_or_default(), of));
             baseline = Some(Number::Int(to_i64(before)));
             let growth = to_i64(now) - to_i64(before);
-            let margin = to_i64(max) - growth;
+            let margin = to_i64(max).saturating_sub(growth);
             (Some(Number::Int(growth)), Some(Number::Int(margin)), margin >= 0)
         }
         (Metric::GrowthPercent(of), Limit::MaxPercent(max)) => {

@@ -62,13 +62,13 @@ impl Series {
 
     #[inline]
     pub(crate) fn add(&mut self, v: u64) {
-        self.now += v;
+        self.now = self.now.wrapping_add(v);
         self.open.high = self.open.high.max(self.now);
     }
 
     #[inline]
     pub(crate) fn sub(&mut self, v: u64) {
-        self.now -= v;
+        self.now = self.now.wrapping_sub(v);
         self.open.low = self.open.low.min(self.now);
     }
 

@@ -50,15 +50,15 @@ impl Metrics {
     }
 
     pub fn add(&mut self, o: &Metrics) {
-        self.peak += o.peak;
-        self.peak_count += o.peak_count;
-        self.live += o.live;
-        self.live_count += o.live_count;
-        self.total += o.total;
-        self.total_count += o.total_count;
-        self.instances += o.instances;
-        self.used += o.used;
-        self.capacity += o.capacity;
+        self.peak = self.peak.wrapping_add(o.peak);
+        self.peak_count = self.peak_count.wrapping_add(o.peak_count);
+        self.live = self.live.wrapping_add(o.live);
+        self.live_count = self.live_count.wrapping_add(o.live_count);
+        self.total = self.total.wrapping_add(o.total);
+        self.total_count = self.total_count.wrapping_add(o.total_count);
+        self.instances = self.instances.wrapping_add(o.instances);
+        self.used = self.used.wrapping_add(o.used);
+        self.capacity = self.capacity.wrapping_add(o.capacity);
     }
 
     /// Bytes live at the point per instance (`None` without instances).
@@ -89,7 +89,7 @@ pub fn instances(state: &ReplayState) -> Vec<u64> {
         let own = state.nodes[node].instances;
         out[node] = if own > 0 { own } else { below[node] };
         if node != ROOT as usize {
-            below[state.nodes[node].parent as usize] += out[node];
+            below[state.nodes[node].parent as usize] = below[state.nodes[node].parent as usize].wrapping_add(out[node]);
         }
     }
     out

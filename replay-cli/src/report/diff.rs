@@ -494,7 +494,7 @@ impl KeyedSite {
 /// each log (`(log, raw, callstacks)`; the log's name may be empty) fell back to their
 /// raw `module+0xoffset` frames.
 pub fn keyed_by(by_stack: bool, logs: &[(&str, u64, u64)]) -> String {
-    let raw: u64 = logs.iter().map(|l| l.1).sum();
+    let raw: u64 = logs.iter().map(|l| l.1).fold(0, u64::wrapping_add);
     if raw > 0 && logs.iter().all(|l| l.1 == l.2) {
         return "callstack frames as module+0xoffset (no symbols for the allocating functions: raw return \
                 addresses relative to their module, which match across runs of one build only)"
@@ -747,8 +747,8 @@ fn site_figures(
             let mut m: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
             for (&(_, slot, stack), &(bytes, count)) in kept {
                 let e = m.entry((stack, state.slots[slot as usize].domain)).or_default();
-                e.0 += bytes;
-                e.1 += count;
+                e.0 = e.0.wrapping_add(bytes);
+                e.1 = e.1.wrapping_add(count);
             }
             Some(m)
         }
@@ -776,11 +776,11 @@ fn site_figures(
             .entry((state.domain_name(site.domain), key))
             .or_insert_with(|| (KeyedSite::new(name.clone(), unresolved), SiteFigures::default()));
         k.add(&name, f.weight());
-        e.peak += f.peak;
-        e.live += f.live;
-        e.live_count += f.live_count;
-        e.total += f.total;
-        e.total_count += f.total_count;
+        e.peak = e.peak.wrapping_add(f.peak);
+        e.live = e.live.wrapping_add(f.live);
+        e.live_count = e.live_count.wrapping_add(f.live_count);
+        e.total = e.total.wrapping_add(f.total);
+        e.total_count = e.total_count.wrapping_add(f.total_count);
     }
     let raw = (stacks.values().filter(|&&u| u).count() as u64, stacks.len() as u64);
     Ok((out, raw))

@@ -148,8 +148,8 @@ pub fn build(l: &Loaded) -> Efficiency {
             }
             let s = sites.entry(stack).or_default();
             s.0 += 1;
-            s.1 += used;
-            s.2 += capacity;
+            s.1 = s.1.wrapping_add(used);
+            s.2 = s.2.wrapping_add(capacity);
             containers.push(Container {
                 address: format!("{addr:#x}"),
                 context: state.node_path(state.slots[slot as usize].node),

@@ -195,7 +195,7 @@ pub fn chrome_trace(l: &Loaded) -> serde_json::Value {
                 m.insert(c.name.clone(), json!(value(c)));
             }
             if !rest.is_empty() {
-                let sum: u64 = rest.iter().map(|c| value(c)).sum();
+                let sum: u64 = rest.iter().map(|c| value(c)).fold(0, u64::wrapping_add);
                 let key = if shown.iter().any(|c| c.name == "(other contexts)") {
                     "(more contexts)"
                 } else {

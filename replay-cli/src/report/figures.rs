@@ -26,10 +26,10 @@ impl Agg {
     pub fn add(&mut self, o: &Agg) {
         self.live.add(&o.live);
         self.peak.add(&o.peak);
-        self.total_bytes += o.total_bytes;
-        self.total_count += o.total_count;
-        self.temp_bytes += o.temp_bytes;
-        self.temp_count += o.temp_count;
+        self.total_bytes = self.total_bytes.wrapping_add(o.total_bytes);
+        self.total_count = self.total_count.wrapping_add(o.total_count);
+        self.temp_bytes = self.temp_bytes.wrapping_add(o.temp_bytes);
+        self.temp_count = self.temp_count.wrapping_add(o.temp_count);
     }
 
     /// Whether anything was ever allocated here.

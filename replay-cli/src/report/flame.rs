@@ -149,9 +149,10 @@ pub fn folded(l: &Loaded, args: &FlameArgs) -> Result<Folded, CliError> {
             frames.push(site.function.clone());
         }
         frames.extend(site.frames.iter().rev().map(|f| token(&f.name())));
-        *stacks.entry(frames.join(";")).or_default() += v;
+        let e = stacks.entry(frames.join(";")).or_default();
+        *e = e.wrapping_add(v);
     }
-    let total = stacks.values().sum();
+    let total = stacks.values().copied().fold(0, u64::wrapping_add);
     let symbols = syms.stats();
     tracing::debug!("symbolication: {}", symbols.text());
     Ok(Folded { lines: stacks.into_iter().map(|(k, v)| format!("{k} {v}")).collect(), total, symbols })
@@ -181,11 +182,49 @@ pub fn svg(folded: &Folded, args: &FlameArgs, path: &str) -> Result<Vec<u8>, Cli
         );
         return Ok(svg.into_bytes());
     }
-    flamegraph::from_lines(&mut opts, folded.lines.iter().map(String::as_str), &mut out)
+    // inferno adds the values up in a `usize`: a corrupt log's sizes can overflow it.
+    // Then every value is scaled down by the same power of two, and the title says so.
+    let lines = match scaled_to_fit(&folded.lines) {
+        None => folded.lines.clone(),
+        Some((shift, lines)) => {
+            opts.title = format!("{} (values divided by 2^{shift}: their sum overflows 64 bits)", opts.title);
+            lines
+        }
+    };
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)
         .map_err(|e| CliError::Usage(format!("cannot draw the flame graph: {e}")))?;
     Ok(out)
 }
 
+/// Folded lines (`stack value`) whose values add up past `u64::MAX`, with each value
+/// shifted right by the fewest bits that make the sum fit (and the shift); `None` when
+/// they fit already.
+fn scaled_to_fit(lines: &[String]) -> Option<(u32, Vec<String>)> {
+    let split = |l: &str| l.rsplit_once(' ').map(|(k, v)| (k.to_owned(), v.parse::<u64>().unwrap_or(0)));
+    let values: Vec<(String, u64)> = lines.iter().filter_map(|l| split(l)).collect();
+    let fits = |shift: u32| values.iter().try_fold(0u64, |a, (_, v)| a.checked_add(v >> shift)).is_some();
+    // Each value shifted by `shift` is below 2^(64 - shift): 64 bits hold 2^(shift - 1) of them.
+    let shift = (0..63).find(|&s| fits(s)).unwrap_or(63);
+    (shift > 0).then(|| (shift, values.iter().map(|(k, v)| format!("{k} {}", v >> shift)).collect()))
+}
+
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scaled_to_fit;
+
+    #[test]
+    fn values_that_overflow_are_scaled_by_the_fewest_bits() {
+        let fit = vec!["a;b 5".to_owned(), "a;c 7".to_owned()];
+        assert_eq!(scaled_to_fit(&fit), None);
+        let max = vec![format!("a {}", u64::MAX), "b 3".to_owned()];
+        assert_eq!(scaled_to_fit(&max), Some((1, vec![format!("a {}", u64::MAX >> 1), "b 1".to_owned()])));
+        let many = vec![format!("a {}", u64::MAX); 4];
+        let (shift, lines) = scaled_to_fit(&many).unwrap();
+        assert_eq!(shift, 2);
+        assert_eq!(lines[0], format!("a {}", u64::MAX >> 2));
+    }
 }

@@ -188,8 +188,8 @@ pub fn build(l: &Loaded, args: &FreesArgs) -> Result<Frees, CliError> {
             }
             let freed = frees.iter().fold(Amount::default(), |mut a, (_, f)| {
                 let t = f.total.unwrap_or_default();
-                a.bytes += t.bytes;
-                a.count += t.count;
+                a.bytes = a.bytes.wrapping_add(t.bytes);
+                a.count = a.count.wrapping_add(t.count);
                 a
             });
             let mut fg = group_sites(l, &mut syms, frees, args.stacks, |f| f.total.map_or(0, |a| a.count));

@@ -542,8 +542,8 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
         let f = &state.slots[s as usize].now;
         if f.total_count > 0 {
             let t = total.entry((d, state.slots[s as usize].node)).or_default();
-            t.0 += f.total_bytes;
-            t.1 += f.total_count;
+            t.0 = t.0.wrapping_add(f.total_bytes);
+            t.1 = t.1.wrapping_add(f.total_count);
         }
     }
 
@@ -557,13 +557,13 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
         inc.iter_mut().for_each(|v| *v = 0);
         any.iter_mut().for_each(|v| *v = 0);
         for (node, bytes, count) in entries {
-            inc[node as usize] += bytes;
-            any[node as usize] += count.max(u64::from(bytes > 0));
+            inc[node as usize] = inc[node as usize].wrapping_add(bytes);
+            any[node as usize] = any[node as usize].wrapping_add(count.max(u64::from(bytes > 0)));
         }
         for node in (1..n).rev() {
             let p = state.nodes[node].parent as usize;
-            inc[p] += inc[node];
-            any[p] += any[node];
+            inc[p] = inc[p].wrapping_add(inc[node]);
+            any[p] = any[p].wrapping_add(any[node]);
         }
         for node in 0..n {
             weight[node] = weight[node].max(inc[node]);
@@ -616,7 +616,7 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
     for (id, node) in state.nodes.iter().enumerate().skip(1) {
         let o = cut.out_of[id];
         if shown[id] && matches!(cut.order[o], Out::Elided(_)) {
-            nodes.instances[o] += node.instances;
+            nodes.instances[o] = nodes.instances[o].wrapping_add(node.instances);
         }
     }
 
@@ -625,8 +625,8 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
         let mut sums = vec![(0u64, 0u64); m];
         for (node, a, b) in entries {
             let o = &mut sums[cut.out_of[node as usize]];
-            o.0 += a;
-            o.1 += b;
+            o.0 = o.0.wrapping_add(a);
+            o.1 = o.1.wrapping_add(b);
         }
         let mut flat = Vec::new();
         for (i, (a, b)) in sums.into_iter().enumerate() {
@@ -659,7 +659,7 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
     let tree = TreeData {
         max_nodes: opts.max_nodes,
         contexts,
-        elided_contexts: cut.folded.iter().sum(),
+        elided_contexts: cut.folded.iter().copied().fold(0, u64::wrapping_add),
         types,
         nodes,
         points,

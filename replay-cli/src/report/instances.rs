@@ -112,7 +112,7 @@ pub fn domain_instances(state: &ReplayState, d: &DomainFigures) -> (Vec<Instance
         if outermost_of_type(state, node) {
             let t = types.entry(figures::type_name(state, node)).or_default();
             t.0 += 1;
-            t.1 += n.instances;
+            t.1 = t.1.wrapping_add(n.instances);
             t.2.add(a);
         }
     }

@@ -113,8 +113,8 @@ pub fn by_context(l: &Loaded) -> HashMap<u32, HashMap<NodeId, (u64, u64)>> {
             continue;
         }
         let g = by_domain.entry(s.domain).or_default().entry(s.node).or_default();
-        g.0 += s.now.live_bytes;
-        g.1 += s.now.live_count;
+        g.0 = g.0.wrapping_add(s.now.live_bytes);
+        g.1 = g.1.wrapping_add(s.now.live_count);
     }
     by_domain
 }
@@ -140,8 +140,8 @@ fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
     let mut listed: HashMap<(u32, NodeId), (usize, usize)> = HashMap::new();
     for &d in &sel.domains {
         let Some(groups) = by_domain.remove(&d) else { continue };
-        let bytes = groups.values().map(|g| g.0).sum();
-        let count = groups.values().map(|g| g.1).sum();
+        let bytes = groups.values().map(|g| g.0).fold(0, u64::wrapping_add);
+        let count = groups.values().map(|g| g.1).fold(0, u64::wrapping_add);
         let mut contexts: Vec<(NodeId, LeakContext)> = groups
             .into_iter()
             .map(|(node, (bytes, count))| {
@@ -189,15 +189,15 @@ fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
         }
         let node = state.slots[slot as usize].node;
         let s = by_stack.entry((domain, stack)).or_insert((0, 0, u64::MAX, HashMap::new()));
-        s.0 += size;
+        s.0 = s.0.wrapping_add(size);
         s.1 += 1;
         s.2 = s.2.min(seq);
         let c = s.3.entry(node).or_default();
-        c.0 += size;
+        c.0 = c.0.wrapping_add(size);
         c.1 += 1;
         let Some(&at) = listed.get(&(domain, node)) else { continue };
         let s = sites.entry(at).or_default().entry(stack).or_insert((0, 0, u64::MAX));
-        s.0 += size;
+        s.0 = s.0.wrapping_add(size);
         s.1 += 1;
         s.2 = s.2.min(seq);
     }
@@ -253,8 +253,8 @@ fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
         report: "leaks",
         path: l.path.clone(),
         selection: sel.info(state, l.ticks_per_second()),
-        total_bytes: top.iter().map(|d| d.bytes).sum(),
-        total_count: top.iter().map(|d| d.count).sum(),
+        total_bytes: top.iter().map(|d| d.bytes).fold(0, u64::wrapping_add),
+        total_count: top.iter().map(|d| d.count).fold(0, u64::wrapping_add),
         domains,
         symbols: syms.map(|s| s.stats()),
     }

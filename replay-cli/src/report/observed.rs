@@ -164,7 +164,7 @@ fn live_by_epoch(state: &ReplayState) -> LiveByEpoch {
     for (_domain, _addr, size, slot, stack, seq) in state.live_allocations() {
         let epoch = seqs.partition_point(|&s| s < seq) as u32;
         let e = out.entry((epoch, slot, stack)).or_default();
-        e.0 += size;
+        e.0 = e.0.wrapping_add(size);
         e.1 += 1;
     }
     out

@@ -137,11 +137,11 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
             continue;
         }
         let e = by_slot.entry(slot).or_default();
-        e.0 += bytes;
-        e.1 += count;
+        e.0 = e.0.wrapping_add(bytes);
+        e.1 = e.1.wrapping_add(count);
         let e = by_site.entry((state.slots[slot as usize].domain, stack)).or_default();
-        e.0 += bytes;
-        e.1 += count;
+        e.0 = e.0.wrapping_add(bytes);
+        e.1 = e.1.wrapping_add(count);
     }
 
     let mut syms = symbolizer(l, &args.symbols)?;
@@ -154,8 +154,8 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
             let s = &state.slots[slot as usize];
             if s.domain == d {
                 let a = &mut exclusive[s.node as usize];
-                a.live.bytes += bytes;
-                a.live.count += count;
+                a.live.bytes = a.live.bytes.wrapping_add(bytes);
+                a.live.count = a.live.count.wrapping_add(count);
             }
         }
         let inclusive = figures::inclusive(state, &exclusive);
@@ -193,8 +193,8 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
             }
             let e = keyed.entry(key).or_insert_with(|| (KeyedSite::new(name.clone(), unresolved), 0, 0));
             e.0.add(&name, bytes);
-            e.1 += bytes;
-            e.2 += count;
+            e.1 = e.1.wrapping_add(bytes);
+            e.2 = e.2.wrapping_add(count);
         }
         let mut sites: Vec<RangeSite> = keyed
             .into_iter()
@@ -239,7 +239,10 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
         path: l.path.clone(),
         from: label_ref(from_index),
         to: label_ref(to_index),
-        total: Amount::new(top.iter().map(|d| d.bytes).sum(), top.iter().map(|d| d.count).sum()),
+        total: Amount::new(
+            top.iter().map(|d| d.bytes).fold(0, u64::wrapping_add),
+            top.iter().map(|d| d.count).fold(0, u64::wrapping_add),
+        ),
         domains,
         group: if args.stacks { "stack" } else { "function" },
         sites_keyed_by: {

@@ -85,8 +85,8 @@ pub struct SiteFigures {
 fn add(a: &mut Option<Amount>, b: Option<Amount>) {
     if let Some(b) = b {
         let a = a.get_or_insert_with(Amount::default);
-        a.bytes += b.bytes;
-        a.count += b.count;
+        a.bytes = a.bytes.wrapping_add(b.bytes);
+        a.count = a.count.wrapping_add(b.count);
     }
 }
 
@@ -279,7 +279,7 @@ fn live_rows(l: &Loaded, q: &SiteQuery, points: &[(u32, Option<u64>)]) -> Result
             }
         }
         let a = out.entry((domain, stack, q.by_context.then_some(s.node))).or_default();
-        a.bytes += size;
+        a.bytes = a.bytes.wrapping_add(size);
         a.count += 1;
     };
     let at_end: Vec<u32> = points.iter().filter(|(_, p)| p.is_none()).map(|&(d, _)| d).collect();

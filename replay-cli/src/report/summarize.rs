@@ -351,8 +351,14 @@ pub fn build(l: &Loaded) -> Summary {
     let top: Vec<&DomainSummary> = domains.iter().filter(|d| d.domain.top_level).collect();
     let total = Total {
         domains: top.iter().map(|d| d.domain.name.clone()).collect(),
-        live: Amount::new(top.iter().map(|d| d.live.bytes).sum(), top.iter().map(|d| d.live.count).sum()),
-        total: Amount::new(top.iter().map(|d| d.total.bytes).sum(), top.iter().map(|d| d.total.count).sum()),
+        live: Amount::new(
+            top.iter().map(|d| d.live.bytes).fold(0, u64::wrapping_add),
+            top.iter().map(|d| d.live.count).fold(0, u64::wrapping_add),
+        ),
+        total: Amount::new(
+            top.iter().map(|d| d.total.bytes).fold(0, u64::wrapping_add),
+            top.iter().map(|d| d.total.count).fold(0, u64::wrapping_add),
+        ),
     };
 
     // The context lists (a path per context, sorted) and the rest are built side by side.
@@ -468,8 +474,8 @@ fn process_memory(l: &Loaded) -> Option<ProcessMemorySummary> {
             d.id == memreplay_format::HEAP_DOMAIN || matches!(kind, Some(DomainKind::Heap | DomainKind::Other))
         })
         .collect();
-    let tracked_end: u64 = tracked.iter().map(|d| d.live_bytes).sum();
-    let diff = |os: u64| os as i64 - tracked_end as i64;
+    let tracked_end: u64 = tracked.iter().map(|d| d.live_bytes).fold(0, u64::wrapping_add);
+    let diff = |os: u64| (i128::from(os) - i128::from(tracked_end)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
     Some(ProcessMemorySummary {
         samples: pm.recorded,
         resident: ProcessFigure {
@@ -682,6 +688,7 @@ impl Summary {
             (a.unresolved_attaches, "unresolved attach", ""),
             (a.unbalanced_pops, "unbalanced pop", ""),
             (a.usage_without_allocation, "usage report", "without an allocation"),
+            (a.impossible_sizes, "allocation", "past the end of the address space (byte figures are wrong)"),
         ]
         .iter()
         .filter(|(n, _, _)| *n > 0)

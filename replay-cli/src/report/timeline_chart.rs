@@ -376,10 +376,11 @@ pub fn svg(data: &TimelineData, title: &str, opts: ChartOptions) -> String {
 }
 
 /// The top of the byte axis: `v` rounded up to an eighth of the next power of two, so
-/// that its quarters (the grid lines) read as round KiB/MiB figures.
+/// that its quarters (the grid lines) read as round KiB/MiB figures. Saturates (a
+/// corrupt log's figures can reach the top of `u64`).
 fn nice_ceiling(v: u64) -> u64 {
-    let step = (v.next_power_of_two() / 8).max(1);
-    v.div_ceil(step) * step
+    let step = v.checked_next_power_of_two().map_or(1 << 61, |p| (p / 8).max(1));
+    v.div_ceil(step).saturating_mul(step)
 }
 
 /// The chart rendered to a PNG, at the SVG's size. Text needs a system font (any of

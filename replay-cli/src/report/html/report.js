@@ -213,8 +213,8 @@
       box.append(el);
     }
     const a = S.anomalies;
-    const an = [[a.untracked_frees, 'frees of memory allocated before the recording'], [a.double_frees, 'double frees'], [a.overlapping_allocs, 'overlapping allocations'], [a.unresolved_attaches, 'unresolved attaches'], [a.unbalanced_pops, 'unbalanced pops'], [a.usage_without_allocation, 'usage reports without an allocation']].filter((x) => x[0] > 0);
-    const serious = a.double_frees + a.overlapping_allocs + a.unresolved_attaches + a.unbalanced_pops + a.usage_without_allocation;
+    const an = [[a.untracked_frees, 'frees of memory allocated before the recording'], [a.double_frees, 'double frees'], [a.overlapping_allocs, 'overlapping allocations'], [a.unresolved_attaches, 'unresolved attaches'], [a.unbalanced_pops, 'unbalanced pops'], [a.usage_without_allocation, 'usage reports without an allocation'], [a.impossible_sizes, 'allocations past the end of the address space (byte figures are wrong)']].filter((x) => x[0] > 0);
+    const serious = a.double_frees + a.overlapping_allocs + a.unresolved_attaches + a.unbalanced_pops + a.usage_without_allocation + a.impossible_sizes;
     box.append(card('Anomalies', an.length ? String(an.reduce((s2, x) => s2 + x[0], 0)) : 'none', an.map((x) => count(x[0]) + ' ' + x[1]).join(', ') || 'the log adds up', serious ? 'warn' : ''));
     const i = S.integrity;
     const lost = [];

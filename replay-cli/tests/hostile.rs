@@ -1,0 +1,280 @@
+//! No input makes `replay-cli` panic or hang: logs whose every block is well framed and
+//! whose every event decodes, but whose contents make no sense.
+//!
+//! `damage.rs` (in `memreplay-format`) throws bytes at the reader; this throws *events* at
+//! the replay and at every report built on it, which bytes rarely reach past the
+//! checksums. Sequence numbers repeat and run backwards, frees and pops come without
+//! their allocations and pushes, sizes and times reach `u64::MAX`, a domain is its own
+//! parent, resources claim 2^32-pixel textures, ids name nothing, frames and labels jump.
+//! Every command must finish with one of its documented exit statuses (0, 1, 2) and no
+//! panic message, within a time limit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use memreplay_format::{
+    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
+    VERSION_MAJOR, VERSION_MINOR,
+};
+use proptest::prelude::*;
+
+fn header() -> FileHeader {
+    FileHeader {
+        version_major: VERSION_MAJOR,
+        version_minor: VERSION_MINOR,
+        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
+        pointer_width: 8,
+        pid: 1,
+        start_unix_ns: u64::MAX,
+        ticks_per_second: 1_000_000_000,
+        max_stack_depth: 16,
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        exe_path: "/hostile".into(),
+        recorder: "hostile test".into(),
+    }
+}
+
+/// Numbers as a hostile log has them: mostly small (so that ids and addresses meet),
+/// sometimes at the edges of their type.
+fn number() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0u64..8,
+        2 => 0u64..1 << 20,
+        1 => Just(u64::MAX),
+        1 => Just(u64::MAX / 2 + 1),
+        1 => (1u64 << 32) - 2..(1u64 << 32) + 2,
+        1 => any::<u64>(),
+    ]
+}
+
+fn id() -> impl Strategy<Value = u32> {
+    prop_oneof![6 => 0u32..6, 1 => Just(u32::MAX), 1 => any::<u32>()]
+}
+
+/// Addresses from a small pool (so allocations overlap, are freed twice and hold each
+/// other's interior pointers), plus edge values.
+fn addr() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        6 => (0u64..12).prop_map(|k| 0x1000 + k * 0x40),
+        1 => Just(0u64),
+        1 => Just(u64::MAX),
+        1 => Just(u64::MAX - 7),
+        1 => any::<u64>(),
+    ]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let domain = prop_oneof![4 => Just(0u32), 2 => 1u32..4, 1 => Just(u32::MAX)];
+    prop_oneof![
+        6 => (number(), domain.clone(), addr(), number(), 0u8..70, id()).prop_map(
+            |(seq, domain, addr, size, align_log2, stack)| Event::Alloc { seq, domain, addr, size, align_log2, stack }
+        ),
+        5 => (number(), domain.clone(), addr(), id())
+            .prop_map(|(seq, domain, addr, stack)| Event::Free { seq, domain, addr, stack }),
+        2 => (number(), number(), addr(), addr(), number(), 0u8..70, id()).prop_map(
+            |(free_seq, seq, old_addr, new_addr, new_size, align_log2, stack)| Event::Realloc {
+                free_seq, seq, old_addr, new_addr, new_size, align_log2, stack
+            }
+        ),
+        2 => (number(), addr(), number()).prop_map(|(seq, addr, used)| Event::Usage { seq, addr, used }),
+        3 => (id(), id(), any::<u8>()).prop_map(|(ty, name, flags)| Event::ContextPush { ty, name, flags }),
+        3 => Just(Event::ContextPop),
+        1 => (number(), addr()).prop_map(|(seq, addr)| Event::AttachPush { seq, addr }),
+        1 => Just(Event::AttachPop),
+        2 => number().prop_map(|ns| Event::Time { ns }),
+        1 => (number(), number()).prop_map(|(seq, frame)| Event::FrameStart { seq, frame }),
+        1 => (number(), id()).prop_map(|(seq, name)| Event::Label { seq, name }),
+        2 => (id(), prop_oneof![Just(String::new()), "[a-z/:<>&\"' ]{0,12}", ".{0,8}"])
+            .prop_map(|(id, text)| Event::DefineString { id, text }),
+        1 => (id(), prop::collection::vec(number(), 0..6)).prop_map(|(id, frames)| Event::DefineStack { id, frames }),
+        1 => (id(), id()).prop_map(|(id, name)| Event::DefineContextType { id, name }),
+        1 => (domain.clone(), id(), any::<u8>(), number(), prop::option::of(domain.clone())).prop_map(
+            |(id, name, kind, capacity, parent)| Event::DefineDomain {
+                id, name, kind: DomainKind::from_byte(kind % 7), capacity, parent
+            }
+        ),
+        1 => (number(), number(), number(), id(), prop::collection::vec(any::<u8>(), 0..4)).prop_map(
+            |(base, size, load_bias, path, build_id)| Event::Module { base, size, load_bias, path, build_id }
+        ),
+        1 => (number(), id()).prop_map(|(os_tid, name)| Event::ThreadInfo { os_tid, name }),
+        1 => (domain, addr(), any::<u8>(), id(), id(), id(), id(), id(), id()).prop_map(
+            |(domain, addr, kind, width, height, depth_or_layers, mip_levels, format, name)| Event::Resource {
+                domain,
+                addr,
+                desc: ResourceDesc {
+                    kind: ResourceKind::from_byte(kind % 7),
+                    width, height, depth_or_layers, mip_levels, format, name
+                },
+            }
+        ),
+        1 => (number(), number(), any::<u8>()).prop_map(|(events, bytes, reason)| Event::Lost {
+            events, bytes, reason: LossReason::from_byte(reason % 6)
+        }),
+        1 => (number(), number(), number())
+            .prop_map(|(time, resident, committed)| Event::ProcessMemory { time, resident, committed }),
+    ]
+}
+
+/// Blocks of (stream id, events), in file order; stream 0 is the recorder's metadata.
+fn blocks() -> impl Strategy<Value = Vec<(u32, Vec<Event>)>> {
+    prop::collection::vec((0u32..4, prop::collection::vec(event(), 0..40)), 1..8)
+}
+
+fn write_log(path: &Path, blocks: &[(u32, Vec<Event>)], lost: u64, end_ns: u64) {
+    let mut w = LogWriter::new(std::fs::File::create(path).unwrap(), &header()).unwrap();
+    for (thread, events) in blocks {
+        let mut enc = EventEncoder::new();
+        for e in events {
+            enc.push(e);
+        }
+        w.write_block(*thread, &mut enc).unwrap();
+    }
+    w.finish(lost, end_ns).unwrap();
+}
+
+/// Runs `replay-cli args`; fails on a panic, an undocumented exit status, or a hang.
+fn run(args: &[&str]) -> Result<(), TestCaseError> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-cli"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().ok();
+            return Err(TestCaseError::fail(format!("replay-cli {args:?} ran for over a minute")));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    prop_assert!(!stderr.contains("panicked"), "replay-cli {:?} panicked:\n{}", args, stderr);
+    prop_assert!(matches!(status.code(), Some(0..=2)), "replay-cli {:?} ended with {:?}:\n{}", args, status, stderr);
+    Ok(())
+}
+
+/// A budget with every kind of rule, on names a hostile log may or may not have.
+const BUDGET: &str = r#"
+[[domain]]
+name = "heap"
+max_peak = "1MiB"
+max_live = 0
+max_growth_percent = 1
+
+[leaks]
+max_bytes = "1KiB"
+max_count = 1
+
+[[context]]
+path = "**"
+each = true
+max_live = "1KiB"
+max_instances = 1
+max_per_instance = "1KiB"
+min_efficiency = "50%"
+optional = true
+
+[efficiency]
+min = "10%"
+
+[growth]
+of = "peak"
+max_bytes = "1KiB"
+"#;
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("replay-cli-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+proptest! {
+    // Each case runs every command (a process each): few cases, many events each.
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_log_of_valid_blocks_makes_any_command_panic(
+        blocks in blocks(),
+        other in blocks(),
+        lost in number(),
+        end_ns in number(),
+    ) {
+        let dir = temp_dir();
+        let (log, other_log, budget) = (dir.join("hostile.mrl"), dir.join("other.mrl"), dir.join("budget.toml"));
+        write_log(&log, &blocks, lost, end_ns);
+        write_log(&other_log, &other, end_ns, lost);
+        std::fs::write(&budget, BUDGET).unwrap();
+        let (log, other_log, budget) = (log.to_str().unwrap(), other_log.to_str().unwrap(), budget.to_str().unwrap());
+        let out = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+        let (svg, html, json, csv, trace, pprof, flame) = (
+            out("t.svg"), out("r.html"), out("e.json"), out("e.csv"), out("e.trace.json"), out("e.pb.gz"),
+            out("f.svg"),
+        );
+        for args in [
+            vec!["info", log],
+            vec!["info", "--json", log],
+            vec!["summarize", log],
+            vec!["summarize", "--json", log],
+            vec!["tree", log],
+            vec!["tree", "--json", log],
+            vec!["tree", "--at", "frame:1", log],
+            vec!["leaks", log],
+            vec!["efficiency", "--json", log],
+            vec!["instances", log],
+            vec!["top", log],
+            vec!["top", "--stacks", log],
+            vec!["frees", log, "x"],
+            vec!["flamegraph", log, "--contexts", "-o", &flame],
+            vec!["timeline", log, "-o", &svg],
+            vec!["timeline", log, "--by", "context", "-o", &svg],
+            vec!["export", log, "--format", "json", "-o", &json],
+            vec!["export", log, "--format", "csv", "-o", &csv],
+            vec!["export", log, "--format", "chrome-trace", "-o", &trace],
+            vec!["export", log, "--format", "pprof", "-o", &pprof],
+            vec!["report", log, "-o", &html],
+            vec!["tree", "--at", "end", "--sort", "count", "--thread", "1", log],
+            vec!["diff", log, log],
+            vec!["diff", other_log, log, "--json"],
+            vec!["check", log, "--baseline", other_log],
+            vec!["check", log, "--budget", budget, "--baseline", other_log],
+        ] {
+            run(&args)?;
+        }
+    }
+}
+
+/// An allocation that runs past the top of the address space is replayed (figures modulo
+/// 2^64, no panic) and reported as an anomaly that says the byte figures are wrong.
+#[test]
+fn allocations_past_the_address_space_are_reported() {
+    let dir = temp_dir();
+    let log = dir.join("impossible.mrl");
+    let alloc = |seq, addr, size| Event::Alloc { seq, domain: 0, addr, size, align_log2: 3, stack: 0 };
+    let events = vec![
+        alloc(1, 0x1000, u64::MAX),
+        alloc(2, 0x2000, u64::MAX / 2),
+        alloc(3, 0x3000, 64),
+        Event::Free { seq: 4, domain: 0, addr: 0x1000, stack: 0 },
+    ];
+    write_log(&log, &[(1, events)], 0, 10);
+    let log = log.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(["summarize", log]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("anomalies  1 allocation past the end of the address space (byte figures are wrong)"),
+        "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(["summarize", "--json", log]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["anomalies"]["impossible_sizes"], 1);
+    // Kept modulo 2^64: the two others are live, exactly.
+    assert_eq!(json["domains"][0]["live"]["bytes"], u64::MAX / 2 + 64);
+}
