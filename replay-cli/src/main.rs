@@ -43,14 +43,15 @@ enum Command {
     },
     /// Where the memory went: capture facts, each domain's live, peak and total figures,
     /// top contexts at the peak and at the end, instance averages, container efficiency,
-    /// leaks and temporaries.
-    Summarize(ReportArgs),
+    /// leaks and temporaries, and the allocation sites (symbolicated) with where their
+    /// blocks were freed.
+    Summarize(SymbolizedReportArgs),
     /// The context tree of each domain: inclusive and own bytes and counts, the peak,
     /// instances and bytes per instance, total allocated.
     Tree(ReportArgs),
     /// Allocations live at the end, by context and by allocation callstack, with the
     /// callstacks symbolicated.
-    Leaks(LeaksArgs),
+    Leaks(SymbolizedReportArgs),
     /// Used / capacity of the containers that report their usage: per context, per
     /// allocation site, and the worst containers.
     Efficiency(ReportArgs),
@@ -133,7 +134,7 @@ struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
-struct LeaksArgs {
+struct SymbolizedReportArgs {
     #[command(flatten)]
     report: ReportArgs,
     #[command(flatten)]
@@ -162,7 +163,7 @@ fn main() -> ExitCode {
             let opts = replay_cli::InfoOptions { json, strict };
             replay_cli::run_info(&log, opts, out)
         }
-        Command::Summarize(args) => report::run(ReportKind::Summarize, &args, Progress::Auto, out),
+        Command::Summarize(a) => report::run_summarize(&a.report, &a.symbols, Progress::Auto, out),
         Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
         Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::Auto, out),
         Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),

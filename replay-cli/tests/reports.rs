@@ -468,9 +468,11 @@ allocation sites (by bytes allocated in all, every thread)
     6.0 KiB      2   6.0 KiB   4.0 KiB            0  heap         stack 2: 0x403000
     3.9 KiB      2   2.9 KiB   2.9 KiB            0  heap         stack 1: 0x401000 < 0x402000
     1.0 KiB      1   1.0 KiB   1.0 KiB            0  heap         stack 3: 0x404000 < 0x405000 < 0x406000
-      576 B      2     512 B     512 B            1  heap         stack 0: (no callstack)
+      576 B      2     512 B     512 B            1  heap         (no callstack)
       300 B      1     300 B     300 B            0  heap         stack 5: 0x407000
-      256 B      2     256 B     128 B            0  entity pool  stack 0: (no callstack)
+      256 B      2     256 B     128 B            0  entity pool  (no callstack)
+
+symbols: 7 addresses: 0 with file and line, 0 function only, 7 unresolved (in no recorded module (7)); 0.000 s
 "#;
 
 #[test]
@@ -479,6 +481,14 @@ fn summarize_text_reads_well() {
     let out = run(&["summarize", path.to_str().unwrap()]);
     let (first, rest) = out.split_once('\n').unwrap();
     assert_eq!(first, path.to_str().unwrap());
+    // The time symbolication took varies.
+    let rest: String = rest
+        .lines()
+        .map(|l| match l.strip_prefix("symbols: ").and_then(|s| s.rsplit_once("; ")) {
+            Some((stats, _seconds)) => format!("symbols: {stats}; 0.000 s\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
     assert_eq!(rest, SUMMARY_TEXT, "got:\n{rest}");
 }
 
@@ -924,7 +934,7 @@ fn summarize_shows_free_callstacks() {
     w.write_block(1, &mut e).unwrap();
     w.finish(0, 1_000).unwrap();
     let p = path.to_str().unwrap();
-    let v = json(&["summarize", p]);
+    let v = json(&["summarize", p, "--no-symbols"]);
     assert_eq!(
         v["sites"][0]["freed_from"],
         serde_json::json!([
@@ -932,6 +942,14 @@ fn summarize_shows_free_callstacks() {
             {"stack": 8, "frames": ["0x408000"], "frees": 1, "bytes": 100},
         ])
     );
+    assert!(v["sites"][0].get("site").is_none() && v["symbols"].is_null());
+    // Symbolicated (the log has no modules: the addresses stay, each said unresolved).
+    let v = json(&["summarize", p]);
+    let free = &v["sites"][0]["freed_from"][0]["site"];
+    assert_eq!((free["stack"].as_u64(), free["function"].as_str()), (Some(7), Some("0x407000")));
+    assert_eq!(free["frames"][1]["reason"], "no-module");
+    assert_eq!(v["sites"][0]["site"]["function"], "0x401000");
+    assert_eq!(v["symbols"]["unresolved"], 4);
     contains_all(
         &run(&["summarize", p]),
         &[

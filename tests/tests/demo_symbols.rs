@@ -198,6 +198,27 @@ fn demo_allocation_sites_are_symbolicated() {
     );
     assert_eq!(from("memreplay_demo::workers::decode").frees, n);
     assert_eq!(s.freed.count, s.total.count - s.live.count);
+
+    // `summarize` (the README's first command) names its sites and their free callstacks.
+    let mut sum = summarize::build(&l);
+    sum.symbolize(state, &mut syms);
+    let named = |s: &summarize::SiteSummary| s.site.as_ref().map_or(String::new(), |n| n.function.clone());
+    let textures = sum
+        .sites
+        .iter()
+        .find(|s| s.domain == "heap" && named(s) == "memreplay_demo::game::load_texture")
+        .unwrap_or_else(|| panic!("{:#?}", sum.sites.iter().map(named).collect::<Vec<_>>()));
+    assert_eq!(textures.site.as_ref().unwrap().line, Some(line_of("game.rs", "vec![0u8; pixels_len]")));
+    let unload = textures.freed_from[0].site.as_ref().expect("free callstack symbolicated");
+    assert_eq!(unload.function, "memreplay_demo::game::Level::unload");
+    // GPU blocks are freed through the GPU heap wrapper: the recorder's `Domain::free`,
+    // inlined into it with a bare name, is trimmed by its file.
+    let vram = sum.sites.iter().find(|s| s.domain == VRAM_LOCAL).expect("a VRAM site");
+    assert_eq!(named(vram), "memreplay_demo::gpu::GpuHeap::alloc");
+    let freed = vram.freed_from[0].site.as_ref().unwrap();
+    assert_eq!(freed.function, "memreplay_demo::gpu::GpuHeap::free", "{freed:#?}");
+    let text = sum.to_text();
+    assert!(text.contains("memreplay_demo::game::load_texture (") && text.contains("\nsymbols: "), "{text}");
     let _ = std::fs::remove_file(&path);
 }
 

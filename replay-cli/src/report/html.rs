@@ -222,6 +222,7 @@ pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<Ht
     let top_args = TopArgs { by: Metric::Peak, ..TopArgs::new(&l.path) };
     let mut top = top::build_with(l, &top_args, syms)?;
     let symbols = syms.stats();
+    summary.symbols = Some(symbols.clone());
     leaks.symbols = Some(symbols.clone());
     top.symbols = symbols.clone();
     let domain_groups = l.sel.domains.iter().map(|&d| group(state, d)).collect();

@@ -313,7 +313,7 @@ fn stack_rows(
 
 /// A site on one line: `stack 12: function (file:line) < caller < …`, or the return
 /// addresses without symbols.
-fn site_text(stack: u32, frames: &[String], site: Option<&SiteName>) -> String {
+pub fn site_text(stack: u32, frames: &[String], site: Option<&SiteName>) -> String {
     match site {
         None if stack == 0 => "(no callstack)".into(),
         None => format!("stack {stack}: {}", frames_text(frames)),

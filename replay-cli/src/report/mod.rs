@@ -169,14 +169,19 @@ pub fn run(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    if kind == ReportKind::Leaks {
-        let symbols = callstacks::SymbolArgs { no_symbols: true, ..Default::default() };
-        return run_leaks(args, &symbols, progress, out);
+    match kind {
+        ReportKind::Leaks => {
+            let symbols = callstacks::SymbolArgs { no_symbols: true, ..Default::default() };
+            return run_leaks(args, &symbols, progress, out);
+        }
+        // As `replay-cli summarize` runs it: its sites symbolicated.
+        ReportKind::Summarize => return run_summarize(args, &callstacks::SymbolArgs::default(), progress, out),
+        _ => {}
     }
     let loaded = load(args, progress)?;
     let start = Instant::now();
     let text = match kind {
-        ReportKind::Summarize => render(&summarize::build(&loaded), args.json, summarize::Summary::to_text),
+        ReportKind::Summarize => unreachable!("handled above"),
         ReportKind::Tree => render(&tree::build(&loaded), args.json, tree::Tree::to_text),
         ReportKind::Leaks => unreachable!("handled above"),
         ReportKind::Efficiency => render(&efficiency::build(&loaded), args.json, efficiency::Efficiency::to_text),
@@ -184,6 +189,25 @@ pub fn run(
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, text.as_bytes(), out)
+}
+
+/// `summarize`, with its allocation sites symbolicated unless `symbols.no_symbols`.
+pub fn run_summarize(
+    args: &ReportArgs,
+    symbols: &callstacks::SymbolArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    symbols.options()?;
+    let loaded = load(args, progress)?;
+    let start = Instant::now();
+    let mut report = summarize::build(&loaded);
+    if !symbols.no_symbols && !report.sites.is_empty() {
+        let mut syms = callstacks::symbolizer(&loaded, symbols)?;
+        report.symbolize(loaded.state(), &mut syms);
+    }
+    tracing::debug!("built the Summarize report in {:.3} s", start.elapsed().as_secs_f64());
+    write_output(None, render(&report, args.json, summarize::Summary::to_text).as_bytes(), out)
 }
 
 /// `leaks`, with its sites symbolicated unless `symbols.no_symbols`.

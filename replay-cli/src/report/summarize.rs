@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use memreplay_format::{header_flags, DomainKind};
 
-use crate::replay::state::{Anomalies, ROOT};
-use crate::symbols::SiteName;
+use crate::replay::state::{Anomalies, ReplayState, ROOT};
+use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 use crate::time::{format_ms, format_utc};
 
 use super::efficiency::{self, Container, ContextEfficiency, Usage};
@@ -52,6 +52,21 @@ pub struct Summary {
     /// What the OS saw of the process, against what the recorder tracked; `null` when the
     /// log has no process memory samples (format 1.0, sampling off, not Linux).
     pub process_memory: Option<ProcessMemorySummary>,
+    /// What symbolication of `sites` found; `null` with `--no-symbols`.
+    pub symbols: Option<SymbolStats>,
+}
+
+impl Summary {
+    /// Names the callstacks of `sites` (and where they were freed from) with `syms`.
+    pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
+        for s in &mut self.sites {
+            s.site = Some((*syms.site(state, s.stack)).clone());
+            for f in s.freed_from.iter_mut().filter(|f| f.stack != 0) {
+                f.site = Some((*syms.site(state, f.stack)).clone());
+            }
+        }
+        self.symbols = Some(syms.stats());
+    }
 }
 
 /// Process memory as the OS saw it (the recorder's samples) and the untracked rest.
@@ -90,8 +105,8 @@ pub struct SiteSummary {
     /// Callstack id in the log (0: allocated without a callstack).
     pub stack: u32,
     pub frames: Vec<String>,
-    /// The callstack symbolicated: only in the HTML report's island (`report`), never
-    /// in `summarize`'s own output.
+    /// The callstack symbolicated; absent with `--no-symbols` (and from the summary
+    /// the library builds, [`build`], until [`Summary::symbolize`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<SiteName>,
     pub total: Amount,
@@ -112,6 +127,9 @@ pub struct SiteSummary {
 pub struct FreeSite {
     pub stack: u32,
     pub frames: Vec<String>,
+    /// The free callstack symbolicated, as the site's own `site`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<SiteName>,
     pub frees: u64,
     pub bytes: u64,
 }
@@ -459,6 +477,7 @@ pub fn build(l: &Loaded) -> Summary {
         temporaries,
         sites,
         process_memory: process_memory(l),
+        symbols: None,
     }
 }
 
@@ -530,6 +549,7 @@ fn top_sites(l: &Loaded, limit: usize) -> Vec<SiteSummary> {
                     .map(|(stack, (frees, bytes))| FreeSite {
                         stack,
                         frames: leaks::frames(state, stack),
+                        site: None,
                         frees,
                         bytes,
                     })
@@ -922,7 +942,7 @@ impl Summary {
                 size(s.live.bytes),
                 s.temporaries.to_string(),
                 s.domain.clone(),
-                format!("stack {}: {}", s.stack, leaks::frames_text(&s.frames)),
+                leaks::site_text(s.stack, &s.frames, s.site.as_ref()),
             ]);
             // MemReplay's free callstacks: where this site's blocks were freed from, in
             // the last column under the site.
@@ -935,7 +955,7 @@ impl Summary {
                 for f in &s.freed_from {
                     let from = match f.stack {
                         0 => "freed without a callstack".to_string(),
-                        n => format!("freed from stack {n}: {}", leaks::frames_text(&f.frames)),
+                        n => format!("freed from {}", leaks::site_text(n, &f.frames, f.site.as_ref())),
                     };
                     under(format!("  {} ({}): {from}", plural(f.frees, "free"), size(f.bytes)));
                 }
@@ -945,6 +965,9 @@ impl Summary {
             }
         }
         o.push_str(&t.render(2));
+        if let Some(s) = &self.symbols {
+            writeln!(o, "\nsymbols: {}", s.text())?;
+        }
         Ok(())
     }
 }

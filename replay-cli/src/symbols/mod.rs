@@ -589,8 +589,19 @@ fn is_recorder(f: &Frame) -> bool {
     match f.function.as_deref() {
         Some(name) if is_recorder_frame(name) => true,
         Some(name) if is_qualified(name) => false,
-        _ => f.file.as_deref().is_some_and(is_allocator_file),
+        _ => f.file.as_deref().is_some_and(|file| is_allocator_file(file) || is_recorder_file(file)),
     }
+}
+
+/// A source file of the recorder crate, as a game builds it: `…/memreplay-<version>/src/…`
+/// (from crates.io or vendored) or this repository's `recorder/src/…`. Bare-named frames
+/// inlined from it (`Domain::free` as `free`) are the recorder's, like the allocator's.
+fn is_recorder_file(file: &str) -> bool {
+    let path = file.replace('\\', "/");
+    let Some(at) = path.rfind("/src/") else { return false };
+    let dir = &path[..at];
+    let name = dir.rsplit('/').next().unwrap_or(dir);
+    name == "recorder" || name.strip_prefix("memreplay-").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// A standard-library frame, by name, or by file for a bare (unqualified) name.
@@ -768,6 +779,17 @@ mod tests {
         assert!(is_qualified("<alloc::vec::Vec<T> as core::clone::Clone>::clone") && !is_qualified("main"));
         // All recorder: nothing trimmed.
         assert_eq!(trimmed_frames(&frames[..3]), 0);
+        // The recorder's `Domain::free`, inlined into the game's GPU allocator's free, with
+        // a bare name: trimmed by its file, from this repository or from crates.io.
+        for file in ["recorder/src/domain.rs", "/home/u/.cargo/registry/src/index/memreplay-0.1.0/src/domain.rs"] {
+            let frames = vec![
+                frame(1, "free", file, true),
+                frame(1, "game::gpu::Heap::free", "/src/game/src/gpu.rs", false),
+                frame(2, "game::main", "/src/game/src/main.rs", false),
+            ];
+            assert_eq!(trimmed_frames(&frames), 1, "{file}");
+        }
+        assert!(!is_recorder_file("/src/game/src/domain.rs") && !is_recorder_file("/x/memreplay-tools/src/a.rs"));
         // Full debug info: by name.
         let frames = vec![
             frame(1, "memreplay::imp::thread::record_alloc", "/r/thread.rs", false),
