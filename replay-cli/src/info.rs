@@ -332,7 +332,7 @@ impl Info {
             clean: report.is_clean(),
             damage: report.damage.iter().map(ToString::to_string).collect(),
             bytes_lost: report.bytes_lost(),
-            events_lost: events_in_bad_blocks + recorder_lost_events + shortfall,
+            events_lost: events_in_bad_blocks.saturating_add(recorder_lost_events).saturating_add(shortfall),
             events_in_bad_blocks,
             recorder_lost_events,
             end,

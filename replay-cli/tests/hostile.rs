@@ -250,6 +250,73 @@ proptest! {
     }
 }
 
+/// How a log's bytes are damaged after it is written.
+#[derive(Debug, Clone)]
+enum Damage {
+    /// Cut off at this fraction of its length (a crash).
+    Truncate(f64),
+    /// These bytes (offset as a fraction of the length, new value) overwritten.
+    Flip(Vec<(f64, u8)>),
+    /// Garbage inserted at this fraction of the length.
+    Insert(f64, Vec<u8>),
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        (0.0..1.0f64).prop_map(Damage::Truncate),
+        prop::collection::vec((0.0..1.0f64, any::<u8>()), 1..8).prop_map(Damage::Flip),
+        (0.0..1.0f64, prop::collection::vec(any::<u8>(), 1..64)).prop_map(|(at, b)| Damage::Insert(at, b)),
+    ]
+}
+
+fn apply(bytes: &mut Vec<u8>, d: &Damage) {
+    let at = |f: f64, len: usize| ((f * len as f64) as usize).min(len.saturating_sub(1));
+    match d {
+        Damage::Truncate(f) => bytes.truncate(at(*f, bytes.len())),
+        Damage::Flip(flips) => {
+            for &(f, b) in flips {
+                let i = at(f, bytes.len());
+                bytes[i] = b;
+            }
+        }
+        Damage::Insert(f, garbage) => {
+            let i = at(*f, bytes.len());
+            bytes.splice(i..i, garbage.iter().copied());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// The same nonsense, damaged as files are (cut off, overwritten, spliced): every
+    /// command reads what survives, or refuses the file with exit status 2.
+    #[test]
+    fn no_damaged_log_makes_any_command_panic(blocks in blocks(), damage in damage()) {
+        let dir = temp_dir();
+        let log = dir.join("damaged.mrl");
+        write_log(&log, &blocks, 0, 1_000);
+        let mut bytes = std::fs::read(&log).unwrap();
+        apply(&mut bytes, &damage);
+        std::fs::write(&log, &bytes).unwrap();
+        let log = log.to_str().unwrap();
+        let html = dir.join("d.html");
+        let html = html.to_str().unwrap();
+        for args in [
+            vec!["info", "--strict", log],
+            vec!["summarize", log],
+            vec!["tree", "--json", log],
+            vec!["leaks", log],
+            vec!["top", log],
+            vec!["report", log, "-o", html],
+            vec!["diff", log, log],
+            vec!["check", log, "--baseline", log],
+        ] {
+            run(&args)?;
+        }
+    }
+}
+
 /// An allocation that runs past the top of the address space is replayed (figures modulo
 /// 2^64, no panic) and reported as an anomaly that says the byte figures are wrong.
 #[test]
