@@ -201,10 +201,15 @@ pub fn run_summarize(
     symbols.options()?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
-    let mut report = summarize::build(&loaded);
-    if !symbols.no_symbols && !report.sites.is_empty() {
-        let mut syms = callstacks::symbolizer(&loaded, symbols)?;
-        report.symbolize(loaded.state(), &mut syms);
+    // The module map is read (from the log's metadata blocks) while the summary is built.
+    let (mut report, syms) = rayon::join(
+        || summarize::build(&loaded),
+        || (!symbols.no_symbols).then(|| callstacks::symbolizer(&loaded, symbols)).transpose(),
+    );
+    if let Some(mut syms) = syms? {
+        if !report.sites.is_empty() {
+            report.symbolize(loaded.state(), &mut syms);
+        }
     }
     tracing::debug!("built the Summarize report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, render(&report, args.json, summarize::Summary::to_text).as_bytes(), out)
