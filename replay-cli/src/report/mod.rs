@@ -181,11 +181,10 @@ pub fn run(
     let loaded = load(args, progress)?;
     let start = Instant::now();
     let text = match kind {
-        ReportKind::Summarize => unreachable!("handled above"),
         ReportKind::Tree => render(&tree::build(&loaded), args.json, tree::Tree::to_text),
-        ReportKind::Leaks => unreachable!("handled above"),
         ReportKind::Efficiency => render(&efficiency::build(&loaded), args.json, efficiency::Efficiency::to_text),
         ReportKind::Instances => render(&instances::build(&loaded), args.json, instances::Instances::to_text),
+        ReportKind::Summarize | ReportKind::Leaks => unreachable!("handled above"),
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, text.as_bytes(), out)
