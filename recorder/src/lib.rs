@@ -58,8 +58,6 @@ pub enum StartError {
     Io(std::io::Error),
     /// The configuration (or the environment variables) are invalid.
     Config(ConfigError),
-    /// The crate was built without the `capture_replay_log` feature.
-    Disabled,
 }
 
 impl std::fmt::Display for StartError {
@@ -68,9 +66,6 @@ impl std::fmt::Display for StartError {
             StartError::AlreadyRecording => write!(f, "a memreplay session is already recording"),
             StartError::Io(e) => write!(f, "cannot create the log file: {e}"),
             StartError::Config(e) => write!(f, "{e}"),
-            StartError::Disabled => {
-                write!(f, "memreplay was built without the `capture_replay_log` feature")
-            }
         }
     }
 }
@@ -107,7 +102,12 @@ pub struct SessionStats {
     pub max_buffers: u32,
 }
 
-/// Starts recording to `config.path`. Fails if a session is already recording.
+/// Starts recording to `config.path`. Fails if a session is already recording, if the
+/// configuration is invalid or if the log cannot be created.
+///
+/// With the `capture_replay_log` feature off it does nothing and returns `Ok(())`, like
+/// every other hook, so `memreplay::start(..)?` needs no `cfg` in the game's code; the
+/// configuration is not even checked. [`ENABLED`] tells the two builds apart.
 pub fn start(config: Config) -> Result<(), StartError> {
     #[cfg(feature = "capture_replay_log")]
     {
@@ -116,7 +116,7 @@ pub fn start(config: Config) -> Result<(), StartError> {
     #[cfg(not(feature = "capture_replay_log"))]
     {
         let _ = config;
-        Err(StartError::Disabled)
+        Ok(())
     }
 }
 
@@ -202,6 +202,24 @@ pub fn set_thread_name(name: &str) {
     imp::set_thread_name(name);
     #[cfg(not(feature = "capture_replay_log"))]
     let _ = name;
+}
+
+/// Whether the calling thread is inside the recorder right now: in one of its hooks, in
+/// [`start`] or [`stop`], in [`untracked`], or on its writer thread. What is allocated
+/// then is the recorder's own (or, in `untracked`, deliberately left out) and is never
+/// recorded. For a counting allocator wrapped by [`Allocator`] (`Allocator<Counting<System>>`)
+/// that wants to tally exactly what the log holds: count a call when this is `false`.
+/// Always `false` with the feature off.
+#[inline]
+pub fn in_recorder() -> bool {
+    #[cfg(feature = "capture_replay_log")]
+    {
+        imp::in_recorder()
+    }
+    #[cfg(not(feature = "capture_replay_log"))]
+    {
+        false
+    }
 }
 
 /// Runs `f` with this thread's recording suspended: its allocations are not recorded.

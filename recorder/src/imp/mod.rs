@@ -26,8 +26,8 @@ use crate::{Config, SessionStats, StackCapture, StartError};
 use buffer::{BufPtr, BufferPool};
 
 pub(crate) use thread::{
-    attach_pop, attach_push, context_pop, domain_alloc, domain_free, frame_start, label, on_alloc, on_free,
-    realloc_begin, realloc_end, set_thread_name, untracked, usage,
+    attach_pop, attach_push, context_pop, domain_alloc, domain_free, frame_start, in_recorder, label, on_alloc,
+    on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
 };
 // Called from the macros, expanded in the game's crate.
 pub use thread::{context_push, label_fmt};
@@ -76,7 +76,7 @@ static SESSION: AtomicPtr<Session> = AtomicPtr::new(std::ptr::null_mut());
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// The running writer thread of the current session, joined by `stop`.
-static CONTROL: Mutex<Option<std::thread::JoinHandle<SessionStats>>> = Mutex::new(None);
+static CONTROL: Mutex<Option<sys::RecorderThread<SessionStats>>> = Mutex::new(None);
 
 /// Domains defined so far (ids from 1), whether or not a session was recording: the
 /// writer writes every one into each log it starts, and new ones as they appear.
@@ -110,7 +110,8 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         if control.is_some() {
             return Err(StartError::AlreadyRecording);
         }
-        let file = std::fs::File::create(&config.path).map_err(StartError::Io)?;
+        let file = std::fs::File::create(&config.path)
+            .map_err(|e| StartError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", config.path.display()))))?;
         let pool = BufferPool::new(config.buffer_memory);
         // Room for every buffer that can exist: a hand-off never waits and never allocates.
         let (full_tx, full_rx) = crossbeam_channel::bounded(pool.capacity());
@@ -132,20 +133,11 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         let start_unix_ns =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let out = writer::LogOutput::new(file, &config, start_unix_ns).map_err(StartError::Io)?;
-        // The session is published only once the writer has marked itself as the
-        // recorder's own: std's start-up code for the new thread allocates first.
-        let ready = std::sync::Arc::new(std::sync::Barrier::new(2));
-        let writer_ready = ready.clone();
-        let handle = std::thread::Builder::new()
-            .name("memreplay-writer".into())
-            .spawn(move || {
-                thread::mark_recorder_thread();
-                writer_ready.wait();
-                drop(writer_ready);
-                writer::run(session, out, full_rx, config)
-            })
-            .map_err(StartError::Io)?;
-        ready.wait();
+        // The writer marks itself as the recorder's own before anything on it allocates.
+        let handle = sys::RecorderThread::spawn(c"memreplay-writer", thread::mark_recorder_thread, move || {
+            writer::run(session, out, full_rx, config)
+        })
+        .map_err(StartError::Io)?;
         *control = Some(handle);
         install_exit_hook();
         SESSION.store(session as *const Session as *mut Session, Ordering::Release);
@@ -163,7 +155,7 @@ pub(crate) fn stop() -> Option<SessionStats> {
             // Wake the writer at once (if the channel is full, it is awake anyway).
             let _ = session.full_tx.try_send(BufPtr(std::ptr::null_mut()));
         }
-        handle.join().ok()
+        handle.join()
     })
 }
 
@@ -202,14 +194,32 @@ pub(crate) fn auto_start_once() {
         !v.is_null() && *v != 0
     };
     if set {
-        match Config::from_env() {
-            Ok(Some(config)) => {
-                if let Err(e) = start(config) {
-                    tracing::error!(target: "memreplay", "MEMREPLAY_LOG is set but recording could not start: {e}");
-                }
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!(target: "memreplay", "{e}"),
+        let failed = match Config::from_env() {
+            Ok(Some(config)) => match start(config) {
+                Ok(()) => None,
+                Err(StartError::Config(e)) => Some(e.0),
+                Err(e) => Some(e.to_string()),
+            },
+            Ok(None) => None,
+            Err(e) => Some(e.0),
+        };
+        if let Some(why) = failed {
+            say_on_stderr(&format!("memreplay: MEMREPLAY_LOG is set but nothing is recorded: {why}\n"));
         }
+    }
+}
+
+/// Writes one line on stderr with a plain `write(2)`. For what goes wrong before `main`
+/// or inside an allocation: no `tracing` subscriber exists yet, and std's `Stderr` may be
+/// borrowed by the very call that allocated.
+fn say_on_stderr(line: &str) {
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        // SAFETY: writes `rest.len()` bytes from a live slice to file descriptor 2.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
     }
 }

@@ -1,19 +1,54 @@
 //! Callstack capture on the hot path: raw return addresses, innermost first, written
 //! straight into the record being built. Symbolication happens offline.
+//!
+//! Where a stack starts is fixed by an [`Anchor`], not by counting frames: a count of
+//! frames to skip depends on what the optimizer inlined (the allocator shim is usually
+//! inlined into the game's code in a release build, so skipping "one shim frame" dropped
+//! the game's own function). The hook that records (an `#[inline(never)]` function) takes
+//! the address of one of its locals; every frame below it on the stack is the
+//! recorder's, and the first return address kept is the one back into the hook's caller,
+//! whatever that caller is after inlining. The allocator shim, when it was not inlined,
+//! is that caller, and the analyzer trims it by name; the frame-pointer walk and the
+//! unwinder start at the same frame.
 
 use crate::config::StackCapture;
 
-/// Captures up to `max` return addresses of the caller into `out`, leaving out the
-/// innermost `skip`; returns how many.
+/// A stack address inside the frame of the recorder's hook (the function that records an
+/// event): frames at or below it are the recorder's own.
+#[derive(Clone, Copy)]
+pub(crate) struct Anchor(usize);
+
+impl Anchor {
+    /// The anchor of the calling function's frame. Must be inlined into the hook itself
+    /// (an `#[inline(never)]` function), so that the local lives in the hook's frame.
+    #[inline(always)]
+    pub(crate) fn here() -> Anchor {
+        let local = 0u8;
+        // `black_box` keeps the local in memory, in this frame, with an address.
+        Anchor(std::hint::black_box(&local) as *const u8 as usize)
+    }
+}
+
+/// Captures up to `max` return addresses into `out`, innermost first, starting at the
+/// return into the caller of the hook that took `anchor`; returns how many.
 ///
 /// # Safety
 /// `out` (any alignment) must have room for `max` addresses. `lo..hi` are the calling thread's stack
 /// bounds ((0, 0) when unknown: the frame-pointer walk then records nothing).
 #[inline(always)]
-pub(crate) unsafe fn capture(how: StackCapture, out: *mut u64, max: usize, skip: usize, lo: usize, hi: usize) -> usize {
+pub(crate) unsafe fn capture(
+    how: StackCapture,
+    out: *mut u64,
+    max: usize,
+    anchor: Anchor,
+    lo: usize,
+    hi: usize,
+) -> usize {
     match how {
-        StackCapture::FramePointers => unsafe { walk_frame_pointers(out, max, skip, lo, hi) },
-        StackCapture::Unwinder => unsafe { unwind(out, max, skip) },
+        // SAFETY: the caller's contract, passed on.
+        StackCapture::FramePointers => unsafe { walk_frame_pointers(out, max, anchor, lo, hi) },
+        // SAFETY: the caller's contract, passed on.
+        StackCapture::Unwinder => unsafe { unwind(out, max, anchor) },
     }
 }
 
@@ -21,8 +56,12 @@ pub(crate) unsafe fn capture(how: StackCapture, out: *mut u64, max: usize, skip:
 /// `[fp + 8]` the return address. Every step is checked against the stack bounds and must
 /// move up the stack, so a frame without a frame pointer ends the walk instead of
 /// reading wild memory.
+///
+/// Frame records below the anchor are the recorder's (whatever was not inlined into the
+/// hook); the hook's own record is the first above it (the frame pointer sits above a
+/// frame's locals), and its return address is the first one kept.
 #[inline(always)]
-unsafe fn walk_frame_pointers(out: *mut u64, max: usize, mut skip: usize, lo: usize, hi: usize) -> usize {
+unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usize, hi: usize) -> usize {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         let mut fp: usize;
@@ -42,9 +81,8 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, mut skip: usize, lo: us
             if ret == 0 {
                 break;
             }
-            if skip > 0 {
-                skip -= 1;
-            } else {
+            if fp > anchor.0 {
+                // SAFETY: `n < max`, and `out` has room for `max` addresses.
                 unsafe { out.add(n).write_unaligned(ret as u64) };
                 n += 1;
             }
@@ -58,7 +96,8 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, mut skip: usize, lo: us
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (lo, hi);
-        unsafe { unwind(out, max, skip) }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { unwind(out, max, anchor) }
     }
 }
 
@@ -81,28 +120,40 @@ mod unwinder {
     unsafe extern "C" {
         pub fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> Reason;
         pub fn _Unwind_GetIP(ctx: *mut Context) -> usize;
+        pub fn _Unwind_GetCFA(ctx: *mut Context) -> usize;
     }
 
     pub struct State {
         pub out: *mut u64,
         pub max: usize,
         pub n: usize,
-        pub skip: usize,
+        /// The hook's anchor, until the first frame above it; then 0.
+        pub anchor: usize,
     }
 
+    /// Each frame, innermost first. `_Unwind_GetCFA` gives a frame's stack pointer (the
+    /// CFA of the frame it called: libgcc and LLVM's libunwind agree), so the frames of
+    /// the hook and of what it called are at or below the hook's anchor (a local of the
+    /// hook), and the first frame above it is the hook's caller.
     pub extern "C" fn step(ctx: *mut Context, arg: *mut c_void) -> Reason {
+        // SAFETY: `arg` is the `State` that `unwind` passed to `_Unwind_Backtrace`.
         let st = unsafe { &mut *(arg as *mut State) };
-        if st.skip > 0 {
-            st.skip -= 1;
-            return NO_REASON;
+        if st.anchor != 0 {
+            // SAFETY: `ctx` is the unwinder's context for this frame.
+            if unsafe { _Unwind_GetCFA(ctx) } <= st.anchor {
+                return NO_REASON;
+            }
+            st.anchor = 0;
         }
         if st.n >= st.max {
             return END_OF_STACK;
         }
+        // SAFETY: as above.
         let ip = unsafe { _Unwind_GetIP(ctx) };
         if ip == 0 {
             return END_OF_STACK;
         }
+        // SAFETY: `n < max`, and `out` has room for `max` addresses.
         unsafe { st.out.add(st.n).write_unaligned(ip as u64) };
         st.n += 1;
         NO_REASON
@@ -111,17 +162,17 @@ mod unwinder {
 
 /// Asks the platform unwinder for the stack (slower; correct without frame pointers).
 #[inline(never)]
-unsafe fn unwind(out: *mut u64, max: usize, skip: usize) -> usize {
+unsafe fn unwind(out: *mut u64, max: usize, anchor: Anchor) -> usize {
     #[cfg(unix)]
     {
-        // Skip this function's own frame too.
-        let mut st = unwinder::State { out, max, n: 0, skip: skip + 1 };
+        let mut st = unwinder::State { out, max, n: 0, anchor: anchor.0 };
+        // SAFETY: `step` reads `st` through the pointer only while this call runs.
         unsafe { unwinder::_Unwind_Backtrace(unwinder::step, &mut st as *mut _ as *mut std::ffi::c_void) };
         st.n
     }
     #[cfg(not(unix))]
     {
-        let _ = (out, max, skip);
+        let _ = (out, max, anchor);
         0
     }
 }

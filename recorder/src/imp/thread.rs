@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::buffer::{BufPtr, BUFFER_CAPACITY};
 use super::record::{self, RecordWriter, NAME_FIELD};
+use super::stack::Anchor;
 use super::{next_seq, session, stack, sys, Session, Slot};
 use crate::Resource;
 
@@ -69,6 +70,12 @@ impl Drop for ExitFlush {
 /// Marks the calling thread as the recorder's own: nothing it does is recorded.
 pub(crate) fn mark_recorder_thread() {
     LOCAL.with(|l| l.busy.set(true));
+}
+
+/// Whether the calling thread is inside recorder code: a hook, `start`/`stop`, `untracked`,
+/// or the writer thread.
+pub(crate) fn in_recorder() -> bool {
+    LOCAL.try_with(|l| l.busy.get()).unwrap_or(false)
 }
 
 pub(crate) fn untracked<R>(f: impl FnOnce() -> R) -> R {
@@ -256,14 +263,23 @@ impl ThreadState {
         self.commit(w);
     }
 
-    /// Appends `n` frames of the caller's stack after the record's fixed part.
-    /// `skip`: frames of the caller to leave out (the allocator shim that called a hook).
+    /// Appends the stack of the hook's caller after the record's fixed part: `anchor` is
+    /// the hook's (see `stack::Anchor`).
     #[inline(always)]
-    fn stack(&self, session: &Session, w: &mut RecordWriter, on: bool, skip: usize) {
+    fn stack(&self, session: &Session, w: &mut RecordWriter, on: bool, anchor: Anchor) {
         let f = &session.flags;
         let n = if on {
+            // SAFETY: every record that calls this reserved `max_stack_bytes` after its
+            // fixed part: the count byte, then room for `depth` addresses.
             unsafe {
-                stack::capture(f.capture, w.ptr.add(w.len + 1) as *mut u64, f.depth, skip, self.stack_lo, self.stack_hi)
+                stack::capture(
+                    f.capture,
+                    w.ptr.add(w.len + 1) as *mut u64,
+                    f.depth,
+                    anchor,
+                    self.stack_lo,
+                    self.stack_hi,
+                )
             }
         } else {
             0
@@ -280,20 +296,19 @@ fn max_stack_bytes(session: &Session) -> usize {
 
 #[inline(always)]
 pub(crate) fn on_alloc(p: *mut u8, layout: Layout) {
-    if session().is_null() {
-        return maybe_auto_start();
+    // The allocation that starts a session from `MEMREPLAY_LOG` is the session's first.
+    if session().is_null() && !maybe_auto_start() {
+        return;
     }
     record_alloc(p, layout);
 }
 
-/// Frames between a heap hook's stack walk and the code that allocated: the return into
-/// the allocator shim (`__rust_alloc` and friends) that called `record_*`.
-const SHIM_FRAMES: usize = 1;
-
 /// Out of line, so that the hook is a load and a branch when nothing records, and so that
-/// the stack walk starts at a known depth.
+/// its frame anchors the stack walk (`stack::Anchor`): the stack starts at the return
+/// into whatever called it, the allocator shim or, where the shim was inlined, the game.
 #[inline(never)]
 fn record_alloc(p: *mut u8, layout: Layout) {
+    let anchor = Anchor::here();
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 + 8 + 8 + 1 + max_stack_bytes(s));
@@ -302,16 +317,18 @@ fn record_alloc(p: *mut u8, layout: Layout) {
         w.u64(p as u64);
         w.u64(layout.size() as u64);
         w.u8(layout.align().trailing_zeros() as u8);
-        st.stack(s, &mut w, s.flags.stacks_on_alloc, SHIM_FRAMES);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc, anchor);
         st.commit(w);
         st.count_event(s);
     });
 }
 
+/// Starts a session from `MEMREPLAY_LOG` on the process's first allocation; returns
+/// whether a session records now.
 #[inline(always)]
-fn maybe_auto_start() {
+fn maybe_auto_start() -> bool {
     #[cold]
-    fn slow() {
+    fn slow() -> bool {
         LOCAL.with(|l| {
             if !l.busy.get() {
                 l.busy.set(true);
@@ -319,13 +336,15 @@ fn maybe_auto_start() {
                 l.busy.set(false);
             }
         });
+        !session().is_null()
     }
     use std::sync::atomic::AtomicBool;
     static CHECKED: AtomicBool = AtomicBool::new(false);
     if !CHECKED.load(Ordering::Relaxed) {
         CHECKED.store(true, Ordering::Relaxed);
-        slow();
+        return slow();
     }
+    false
 }
 
 #[inline(always)]
@@ -337,13 +356,14 @@ pub(crate) fn on_free(p: *mut u8) {
 
 #[inline(never)]
 fn record_free(p: *mut u8) {
+    let anchor = Anchor::here();
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 + 8 + max_stack_bytes(s));
         w.u8(record::FREE);
         w.u64(seq);
         w.u64(p as u64);
-        st.stack(s, &mut w, s.flags.stacks_on_free, SHIM_FRAMES);
+        st.stack(s, &mut w, s.flags.stacks_on_free, anchor);
         st.commit(w);
         st.count_event(s);
     });
@@ -371,6 +391,7 @@ pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usiz
 
 #[inline(never)]
 fn record_realloc(free_seq: u64, old: *mut u8, new: *mut u8, align: usize, new_size: usize) {
+    let anchor = Anchor::here();
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 * 5 + 1 + max_stack_bytes(s));
@@ -381,7 +402,7 @@ fn record_realloc(free_seq: u64, old: *mut u8, new: *mut u8, align: usize, new_s
         w.u64(new as u64);
         w.u64(new_size as u64);
         w.u8(align.trailing_zeros() as u8);
-        st.stack(s, &mut w, s.flags.stacks_on_alloc, SHIM_FRAMES);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc, anchor);
         st.commit(w);
         st.count_event(s);
     });
@@ -473,7 +494,11 @@ pub(crate) fn set_thread_name(name: &str) {
     with_state(|st, _| st.thread_info(sys::os_thread_id(), name));
 }
 
+/// Out of line to anchor the stack walk, like the heap hooks: the stack starts at the
+/// return into `Domain`'s method (trimmed offline) or, inlined, the game's code.
+#[inline(never)]
 pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resource: Option<&Resource<'_>>) {
+    let anchor = Anchor::here();
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 + 4 + 8 + 8 + 1 + max_stack_bytes(s));
@@ -483,7 +508,7 @@ pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resour
         w.u64(addr);
         w.u64(size);
         w.u8(align.max(1).trailing_zeros() as u8);
-        st.stack(s, &mut w, s.flags.stacks_on_alloc, 0);
+        st.stack(s, &mut w, s.flags.stacks_on_alloc, anchor);
         st.commit(w);
         if let Some(r) = resource {
             let mut w = st.reserve(1 + 4 + 8 + 1 + 16 + 2 * NAME_FIELD);
@@ -503,7 +528,9 @@ pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resour
     });
 }
 
+#[inline(never)]
 pub(crate) fn domain_free(domain: u32, addr: u64) {
+    let anchor = Anchor::here();
     with_state(|st, s| {
         let seq = next_seq();
         let mut w = st.reserve(1 + 8 + 4 + 8 + max_stack_bytes(s));
@@ -511,7 +538,7 @@ pub(crate) fn domain_free(domain: u32, addr: u64) {
         w.u64(seq);
         w.u32(domain);
         w.u64(addr);
-        st.stack(s, &mut w, s.flags.stacks_on_free, 0);
+        st.stack(s, &mut w, s.flags.stacks_on_free, anchor);
         st.commit(w);
         st.count_event(s);
     });

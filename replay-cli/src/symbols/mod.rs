@@ -683,7 +683,8 @@ pub fn is_library_frame(function: &str) -> bool {
     // type, the trait decides.
     if let Some((ty, rest)) = p.split_once(" as ") {
         if !ty.contains("::") {
-            return LIBS.iter().any(|l| rest.starts_with(l));
+            // The trait may be a slice's own (`<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec`).
+            return is_library_frame(rest);
         }
     }
     LIBS.iter().any(|l| p.starts_with(l))
@@ -728,6 +729,7 @@ mod tests {
             "<T as alloc::string::ToString>::to_string",
             "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
             "<[T]>::to_vec",
+            "<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec::<alloc::alloc::Global>",
             "core::iter::traits::iterator::Iterator::collect",
             "std::thread::spawn",
             "hashbrown::raw::RawTable<T,A>::reserve_rehash",
