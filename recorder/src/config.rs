@@ -160,46 +160,64 @@ impl Config {
         Config::new(PathBuf::from(path)).with_options(&options).map(Some)
     }
 
-    /// Applies `key=value` options as in `MEMREPLAY_OPTIONS`.
+    /// Applies `key=value` options as in `MEMREPLAY_OPTIONS`. An error names the option
+    /// and what it accepts.
     pub fn with_options(mut self, options: &str) -> Result<Config, ConfigError> {
         for item in options.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) =
-                item.split_once('=').ok_or_else(|| ConfigError(format!("option `{item}` is not key=value")))?;
+            let (key, value) = item.split_once('=').ok_or_else(|| {
+                ConfigError(format!("MEMREPLAY_OPTIONS: `{item}` is not key=value (options: {OPTION_NAMES})"))
+            })?;
+            let bad = |accepted: &str| ConfigError(format!("MEMREPLAY_OPTIONS: {key} takes {accepted}, not `{value}`"));
             let on = || match value {
                 "on" | "1" | "true" | "yes" => Ok(true),
                 "off" | "0" | "false" | "no" => Ok(false),
-                _ => Err(ConfigError(format!("option `{key}` takes on or off, not `{value}`"))),
+                _ => Err(bad("on or off")),
             };
-            let number = || {
-                value.parse::<u64>().map_err(|_| ConfigError(format!("option `{key}` takes a number, not `{value}`")))
+            let number = |accepted: &str, range: std::ops::RangeInclusive<u64>| {
+                value.parse::<u64>().ok().filter(|n| range.contains(n)).ok_or_else(|| bad(accepted))
             };
             match key {
                 "callstacks" => self.callstacks_on_alloc = on()?,
                 "free-callstacks" => self.callstacks_on_free = on()?,
                 "usage" => self.usage_changes = on()?,
-                "depth" => self.max_stack_depth = number()? as usize,
+                "depth" => {
+                    self.max_stack_depth =
+                        number(&format!("a number of frames from 1 to {MAX_STACK_DEPTH}"), 1..=MAX_STACK_DEPTH as u64)?
+                            as usize
+                }
                 "unwind" => {
                     self.stack_capture = match value {
                         "fp" | "frame-pointers" => StackCapture::FramePointers,
                         "unwinder" => StackCapture::Unwinder,
-                        _ => return Err(ConfigError(format!("unwind takes fp or unwinder, not `{value}`"))),
+                        _ => return Err(bad("fp or unwinder")),
                     }
                 }
-                "flush-ms" => self.flush_interval = Duration::from_millis(number()?),
-                "buffer-mib" => self.buffer_memory = (number()? as usize) << 20,
+                "flush-ms" => {
+                    self.flush_interval = Duration::from_millis(number("milliseconds, 1 or more", 1..=u64::MAX)?)
+                }
+                "buffer-mib" => {
+                    self.buffer_memory = number("MiB, from 1 to 65536", 1..=65536)? as usize * (1 << 20);
+                }
                 "memory-ms" => {
-                    self.process_memory_interval = match number()? {
+                    self.process_memory_interval = match number("milliseconds (0 = off)", 0..=u64::MAX)? {
                         0 => None,
                         ms => Some(Duration::from_millis(ms)),
                     }
                 }
-                _ => return Err(ConfigError(format!("unknown option `{key}`"))),
+                _ => {
+                    return Err(ConfigError(format!(
+                        "MEMREPLAY_OPTIONS: unknown option `{key}` (options: {OPTION_NAMES})"
+                    )))
+                }
             }
         }
         self.validate()?;
         Ok(self)
     }
 }
+
+/// The keys `MEMREPLAY_OPTIONS` accepts, for error messages.
+const OPTION_NAMES: &str = "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms";
 
 #[cfg(test)]
 mod tests {
@@ -219,6 +237,16 @@ mod tests {
         let c = Config::new("x").with_options("memory-ms=250").unwrap();
         assert_eq!(c.process_memory_interval, Some(Duration::from_millis(250)));
         assert_eq!(Config::new("x").with_options("memory-ms=0").unwrap().process_memory_interval, None);
+        // Each error names the option and what it accepts.
+        let err = |o: &str| Config::new("x").with_options(o).unwrap_err().0;
+        assert_eq!(
+            err("depht=32"),
+            "MEMREPLAY_OPTIONS: unknown option `depht` (options: callstacks, free-callstacks, usage, depth, unwind, \
+             flush-ms, buffer-mib, memory-ms)"
+        );
+        assert_eq!(err("depth=500"), "MEMREPLAY_OPTIONS: depth takes a number of frames from 1 to 64, not `500`");
+        assert_eq!(err("flush-ms=0"), "MEMREPLAY_OPTIONS: flush-ms takes milliseconds, 1 or more, not `0`");
+        assert_eq!(err("buffer-mib=x"), "MEMREPLAY_OPTIONS: buffer-mib takes MiB, from 1 to 65536, not `x`");
         assert!(Config::new("x").process_memory_interval(Some(Duration::ZERO)).validate().is_err());
     }
 }

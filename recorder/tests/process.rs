@@ -110,11 +110,29 @@ fn environment_variable_starts_recording_and_exit_stops_it() {
 }
 
 #[test]
-fn bad_environment_options_do_not_start_recording() {
+fn bad_environment_options_do_not_start_recording_and_say_why() {
     let path = temp("bad-env.mrl");
-    let out = child("env", &path).env("MEMREPLAY_LOG", &path).env("MEMREPLAY_OPTIONS", "depth=999").output().unwrap();
-    assert!(out.status.success(), "the program itself runs on");
-    assert!(!path.exists(), "no log is started with invalid options");
+    let missing_dir = temp("no-such-dir").join("x.mrl");
+    let options = "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms";
+    let cases = [
+        (&path, "depht=32", format!("MEMREPLAY_OPTIONS: unknown option `depht` (options: {options})")),
+        (&path, "depth=500", "MEMREPLAY_OPTIONS: depth takes a number of frames from 1 to 64, not `500`".into()),
+        (&path, "unwind=dwarf", "MEMREPLAY_OPTIONS: unwind takes fp or unwinder, not `dwarf`".into()),
+        (&path, "callstacks", format!("MEMREPLAY_OPTIONS: `callstacks` is not key=value (options: {options})")),
+        (
+            &missing_dir,
+            "",
+            format!("cannot create the log file: {}: No such file or directory (os error 2)", missing_dir.display()),
+        ),
+    ];
+    for (log, options, why) in cases {
+        let out = child("env", log).env("MEMREPLAY_LOG", log).env("MEMREPLAY_OPTIONS", options).output().unwrap();
+        assert!(out.status.success(), "the program itself runs on ({options})");
+        assert!(!log.exists(), "no log is started ({options})");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = stderr.lines().filter(|l| l.starts_with("memreplay:")).collect();
+        assert_eq!(said, [format!("memreplay: MEMREPLAY_LOG is set but nothing is recorded: {why}")], "{options}");
+    }
 }
 
 #[test]
