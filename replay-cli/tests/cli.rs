@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use memreplay_format::{
-    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
-    VERSION_MAJOR, VERSION_MINOR,
+    context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc,
+    ResourceKind, VERSION_MAJOR, VERSION_MINOR,
 };
 
 fn cli(args: &[&str]) -> Output {
@@ -402,4 +402,113 @@ fn callstack_views_reject_bad_input() {
     assert_eq!(cli(&["export", p]).status.code(), Some(2));
     assert_eq!(cli(&["export", p, "--format", "perf", "-o", "x"]).status.code(), Some(2));
     assert_eq!(cli(&["top", p, "--by", "bytes"]).status.code(), Some(2));
+}
+
+/// Contexts, sites and free callstacks in the lists of the `--limit` test.
+const MANY: u64 = 30;
+
+/// A log whose lists are longer than any default `--limit`: `MANY` top-level instance
+/// contexts `Level:l00`… each leaking one container (its own callstack, a quarter used),
+/// and `MANY` blocks allocated at callstack 1000 (outside any context), each freed from
+/// a callstack of its own. Every frame is in the module /games/forest, which is not on
+/// this machine.
+fn write_long_log(name: &str) -> PathBuf {
+    let path = temp(name);
+    let mut h = header(VERSION_MAJOR);
+    h.flags |= header_flags::CALLSTACKS_ON_FREE;
+    let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &h).unwrap();
+    let mut meta = EventEncoder::new();
+    meta.push(&Event::DefineString { id: 1, text: "Level".into() });
+    meta.push(&Event::DefineContextType { id: 1, name: 1 });
+    meta.push(&Event::DefineString { id: 2, text: "/games/forest".into() });
+    meta.push(&Event::Module { base: 0x40_0000, size: 0x30_0000, load_bias: 0, path: 2, build_id: vec![1, 2, 3] });
+    for i in 0..MANY as u32 {
+        meta.push(&Event::DefineString { id: 10 + i, text: format!("l{i:02}") });
+        meta.push(&Event::DefineStack { id: 1 + i, frames: vec![0x40_0000 + 0x10 * u64::from(i)] });
+        meta.push(&Event::DefineStack { id: 2000 + i, frames: vec![0x50_0000 + 0x10 * u64::from(i)] });
+    }
+    meta.push(&Event::DefineStack { id: 1000, frames: vec![0x60_0000] });
+    w.write_block(0, &mut meta).unwrap();
+    let mut main = EventEncoder::new();
+    main.push(&Event::Time { ns: 1_000 });
+    let mut seq = 0;
+    let mut next = || {
+        seq += 1;
+        seq
+    };
+    for i in 0..MANY {
+        let (addr, size) = (0x10_0000 * (i + 1), 64 * (i + 1));
+        main.push(&Event::ContextPush { ty: 1, name: 10 + i as u32, flags: context_flags::INSTANCE });
+        main.push(&Event::Alloc { seq: next(), domain: 0, addr, size, align_log2: 3, stack: 1 + i as u32 });
+        main.push(&Event::Usage { seq: next(), addr, used: size / 4 });
+        main.push(&Event::ContextPop);
+    }
+    for i in 0..MANY {
+        let addr = 0x8000_0000 + 0x1000 * i;
+        main.push(&Event::Alloc { seq: next(), domain: 0, addr, size: 16, align_log2: 3, stack: 1000 });
+        main.push(&Event::Free { seq: next(), domain: 0, addr, stack: 2000 + i as u32 });
+    }
+    main.push(&Event::Time { ns: 2_000 });
+    w.write_block(1, &mut main).unwrap();
+    w.finish(0, 3_000).unwrap();
+    path
+}
+
+/// `value` without the keys that differ between two runs asking for the same rows: the
+/// `--limit` as given, and the time symbolication took.
+fn without_limit_and_time(mut value: serde_json::Value) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("limit");
+                m.remove("seconds");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
+/// `--limit 0` is no limit, in every command that cuts lists.
+#[test]
+fn limit_0_is_no_limit_everywhere() {
+    let long = write_long_log("long.mrl");
+    let p = long.to_str().unwrap();
+    let (short, _) = write_log("short.mrl");
+    let html = temp("long.json");
+    let n = MANY as usize;
+    // (command, a list it cuts, that list's length without a limit)
+    let cases: &[(&[&str], &str, usize)] = &[
+        (&["summarize", p], "/top_contexts/0/live/inclusive", n),
+        (&["summarize", p], "/efficiency/least_efficient_contexts", n),
+        (&["leaks", p], "/domains/0/contexts", n),
+        (&["leaks", p], "/domains/0/stacks", n),
+        (&["efficiency", p], "/contexts", n),
+        (&["efficiency", p], "/sites", n),
+        (&["efficiency", p], "/containers", n),
+        (&["instances", p], "/domains/0/contexts", n),
+        (&["top", p, "--by", "total"], "/domains/0/rows", n + 1),
+        (&["frees", p, "1000"], "/domains/0/sites/0/freed_from", n),
+        // The long log's contexts are new; the short one's texture vanished from two domains.
+        (&["diff", short.to_str().unwrap(), p], "/contexts", n + 2),
+        (&["report", p, "-o", html.to_str().unwrap()], "/leaks/domains/0/contexts", n),
+    ];
+    let run = |command: &[&str], limit: &str| -> serde_json::Value {
+        let args = [command, &["--json", "--limit", limit]].concat();
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let text = if command[0] == "report" { std::fs::read_to_string(&html).unwrap() } else { stdout(&o) };
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    };
+    for (command, list, all) in cases {
+        let rows = |v: &serde_json::Value| v.pointer(list).and_then(|l| l.as_array()).map_or(0, Vec::len);
+        let unlimited = run(command, "0");
+        assert_eq!(rows(&unlimited), *all, "{command:?} --limit 0: {list}");
+        assert_eq!(rows(&run(command, "3")), 3, "{command:?} --limit 3: {list}");
+        // The same as a limit no list reaches.
+        assert_eq!(without_limit_and_time(unlimited), without_limit_and_time(run(command, "1000")), "{command:?}");
+    }
 }

@@ -100,7 +100,7 @@ pub struct ReportArgs {
     /// Order of lists and of the tree's children.
     #[arg(long, value_enum, default_value_t = SortKey::Bytes)]
     pub sort: SortKey,
-    /// Rows per list (default 20; 10 per list in `summarize`).
+    /// Rows per list (default 20; 10 per list in `summarize`; 0: no limit).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
 }
@@ -146,7 +146,7 @@ pub struct Selection {
     pub depth: Option<u32>,
     pub min_bytes: u64,
     pub sort: SortKey,
-    /// Rows per list, if `--limit` was given.
+    /// Rows per list, if `--limit` was given (0: no limit).
     pub limit: Option<usize>,
     /// What each slot held at the point (`None` at the end: read the slots themselves).
     held: Option<FxMap<u32, Held>>,
@@ -191,9 +191,13 @@ impl Selection {
         Selection { domains, ..self.clone() }
     }
 
-    /// Rows per list: `--limit`, or `default`.
+    /// Rows per list: `--limit`, or `default`; `--limit 0` is no limit (`usize::MAX`).
     pub fn limit_or(&self, default: usize) -> usize {
-        self.limit.unwrap_or(default)
+        match self.limit {
+            None => default,
+            Some(0) => usize::MAX,
+            Some(n) => n,
+        }
     }
 
     /// Whether figures are read at the end of the log (no `--at`).
