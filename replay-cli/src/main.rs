@@ -2,8 +2,8 @@
 //!
 //! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log, or
 //! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
-//! a budget that cannot be read, and options naming what the log does not have (a
-//! domain, thread, label or frame).
+//! a budget that cannot be read, options naming what the log does not have (a domain,
+//! thread, label or frame), and options the command does not take.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -193,7 +193,10 @@ fn main() -> ExitCode {
         // `replay-cli info x.mrl | head`: the reader has what it wanted.
         Err(replay_cli::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("replay-cli: {e}");
+            // One line per problem (a command refuses every option it does not take).
+            for line in e.to_string().lines() {
+                eprintln!("replay-cli: {line}");
+            }
             ExitCode::from(replay_cli::EXIT_ERROR)
         }
     }

@@ -404,6 +404,114 @@ fn callstack_views_reject_bad_input() {
     assert_eq!(cli(&["top", p, "--by", "bytes"]).status.code(), Some(2));
 }
 
+/// Every (command, option) pair where the command takes the option but would not read
+/// it: refused before any work, with exit 2 and one line naming both.
+#[test]
+fn options_a_command_would_ignore_are_refused() {
+    let (path, _) = write_log("refused.mrl");
+    let p = path.to_str().unwrap();
+    let svg = temp("refused.svg");
+    let svg = svg.to_str().unwrap();
+    let html = temp("refused.html");
+    let html = html.to_str().unwrap();
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let timeline = ["timeline", p, "-o", svg];
+    let json = ["export", p, "--format", "json"];
+    let csv = ["export", p, "--format", "csv"];
+    let trace = ["export", p, "--format", "chrome-trace"];
+    let pprof = ["export", p, "--format", "pprof"];
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (&["tree", p], &["--limit", "5"], "tree does not take --limit: it shows every context; cut the tree with --depth or --min-bytes"),
+        (&["leaks", p], &["--at", "level loaded"], "leaks does not take --at: leaks are the allocations live at the end of the log"),
+        (&timeline, &["--json"], "timeline does not take --json: it draws SVG (or PNG); use `export --format json` for the series"),
+        (&timeline, &["--thread", "main"], "timeline does not take --thread: it covers every thread"),
+        (&timeline, &["--at", "level loaded"], "timeline does not take --at: it covers the whole recording"),
+        (&timeline, &["--depth", "1"], "timeline does not take --depth: it draws the domains, or with --by context the top-level contexts of one"),
+        (&timeline, &["--min-bytes", "1k"], "timeline does not take --min-bytes: it draws memory over time, not rows to cut"),
+        (&timeline, &["--sort", "name"], "timeline does not take --sort: it draws memory over time, not rows to order"),
+        (&timeline, &["--limit", "5"], "timeline does not take --limit: it draws memory over time, not rows to cut"),
+        (&json, &["--json"], "export --format json does not take --json: it writes JSON already"),
+        (&json, &["--limit", "5"], "export --format json does not take --limit: it writes the whole tree; cut it with --depth or --min-bytes"),
+        (&json, &["--symbols", dir], "export --format json does not take --symbols: only `--format pprof` names callstacks"),
+        (&csv, &["--json"], "export --format csv does not take --json: --format picks what it writes (`--format json` for JSON)"),
+        (&csv, &["--sort", "name"], "export --format csv does not take --sort: its rows are in tree order, each context after its parent"),
+        (&csv, &["--limit", "0"], "export --format csv does not take --limit: it writes a row per context; cut them with --depth or --min-bytes"),
+        (&csv, &["--no-symbols"], "export --format csv does not take --no-symbols: only `--format pprof` names callstacks"),
+        (&trace, &["--thread", "main"], "export --format chrome-trace does not take --thread: the trace covers every thread"),
+        (&trace, &["--at", "frame:1"], "export --format chrome-trace does not take --at: the trace covers the whole recording"),
+        (&trace, &["--json"], "export --format chrome-trace does not take --json: --format picks what it writes (`--format json` for JSON)"),
+        (&trace, &["--depth", "2"], "export --format chrome-trace does not take --depth: its counters are the domains and their top-level contexts"),
+        (&trace, &["--min-bytes", "0"], "export --format chrome-trace does not take --min-bytes: it writes memory over time, not rows to cut"),
+        (&trace, &["--sort", "bytes"], "export --format chrome-trace does not take --sort: it writes memory over time, not rows to order"),
+        (&trace, &["--limit", "5"], "export --format chrome-trace does not take --limit: it writes memory over time, not rows to cut"),
+        (&trace, &["--symbols", dir], "export --format chrome-trace does not take --symbols: only `--format pprof` names callstacks"),
+        (&pprof, &["--thread", "main"], "export --format pprof does not take --thread: the profile covers every thread"),
+        (&pprof, &["--at", "level loaded"], "export --format pprof does not take --at: the profile covers the whole recording"),
+        (&pprof, &["--json"], "export --format pprof does not take --json: --format picks what it writes (`--format json` for JSON)"),
+        (&pprof, &["--depth", "1"], "export --format pprof does not take --depth: the profile holds allocation callstacks, not contexts"),
+        (&pprof, &["--min-bytes", "64k"], "export --format pprof does not take --min-bytes: the profile holds every allocation site; pprof's views cut it"),
+        (&pprof, &["--sort", "count"], "export --format pprof does not take --sort: the profile holds every allocation site; pprof's views order it"),
+        (&pprof, &["--limit", "5"], "export --format pprof does not take --limit: the profile holds every allocation site; pprof's views cut it"),
+        (&["flamegraph", p, "--folded"], &["--title", "memory"], "flamegraph --folded does not take --title: it writes text; --title names the SVG"),
+        (&["flamegraph", p], &["--at", "level loaded"], "flamegraph --by peak does not take --at: --at is where --by live reads what is live"),
+        (&["flamegraph", p, "--by", "total"], &["--at", "frame:1"], "flamegraph --by total does not take --at: --at is where --by live reads what is live"),
+    ];
+    for (command, option, message) in cases {
+        let args = [*command, *option].concat();
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), format!("replay-cli: {message}\n"), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        // Without the option, the command runs.
+        let o = cli(command);
+        assert_eq!(o.status.code(), Some(0), "{command:?}: {}", stderr(&o));
+    }
+
+    // Every option refused is named, one line each, and nothing is written.
+    let _ = std::fs::remove_file(svg);
+    let o = cli(&["timeline", p, "-o", svg, "--sort", "name", "--json", "--limit", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "replay-cli: timeline does not take --json: it draws SVG (or PNG); use `export --format json` for the series\n\
+         replay-cli: timeline does not take --sort: it draws memory over time, not rows to order\n\
+         replay-cli: timeline does not take --limit: it draws memory over time, not rows to cut\n"
+    );
+    assert!(!std::path::Path::new(svg).exists());
+
+    // The options these commands do read are not refused.
+    for args in [
+        &[
+            "efficiency",
+            p,
+            "--depth",
+            "1",
+            "--sort",
+            "name",
+            "--limit",
+            "3",
+            "--min-bytes",
+            "1",
+            "--at",
+            "level loaded",
+        ][..],
+        &["leaks", p, "--depth", "1", "--thread", "main"],
+        &["instances", p, "--depth", "1", "--at", "frame:1"],
+        &["tree", p, "--depth", "1", "--sort", "name", "--min-bytes", "1"],
+        &["summarize", p, "--depth", "1", "--limit", "2"],
+        &["report", p, "-o", html, "--depth", "1", "--limit", "2", "--sort", "count", "--at", "level loaded"],
+        &["export", p, "--format", "json", "--depth", "1", "--sort", "name", "--thread", "main"],
+        &["export", p, "--format", "csv", "--depth", "1", "--min-bytes", "1", "--at", "level loaded"],
+        &["export", p, "--format", "chrome-trace", "--domain", "heap"],
+        &["timeline", p, "-o", svg, "--domain", "heap"],
+        &["flamegraph", p, "--by", "live", "--at", "level loaded", "--title", "memory"],
+    ] {
+        let o = cli(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+}
+
 /// Contexts, sites and free callstacks in the lists of the `--limit` test.
 const MANY: u64 = 30;
 

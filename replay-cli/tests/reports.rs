@@ -720,6 +720,17 @@ heap: 8.7 KiB in 5 allocations
     assert_eq!(v["domains"][0]["hidden_contexts"], 3);
     let v = json(&["leaks", p, "--thread", "worker"]);
     assert_eq!((v["total_bytes"].as_u64(), v["total_count"].as_u64()), (Some(812), Some(2)));
+    // --depth 1: the top-level contexts' own leaks; the callstacks keep every context.
+    let v = json(&["leaks", p, "--domain", "heap", "--depth", "1"]);
+    let contexts: Vec<&str> =
+        v["domains"][0]["contexts"].as_array().unwrap().iter().map(|c| c["context"].as_str().unwrap()).collect();
+    assert_eq!(contexts, ["Level:forest", "Audio:mixer"]);
+    assert_eq!(v["domains"][0]["hidden_contexts"], 2);
+    assert_eq!(v["domains"][0]["stacks"].as_array().unwrap().len(), 5);
+    // summarize's leak list too.
+    let v = json(&["summarize", p, "--domain", "heap", "--depth", "1"]);
+    let leaks: Vec<&str> = v["leaks"].as_array().unwrap().iter().map(|c| c["context"].as_str().unwrap()).collect();
+    assert_eq!(leaks, ["Level:forest", "Audio:mixer"]);
 }
 
 #[test]
@@ -754,6 +765,10 @@ fn efficiency_text_and_json() {
             "768 B  256 B   1.0 KiB       25.0%  0x8000   Level:forest/Entities:all",
         ],
     );
+    // --depth 1: the context (two levels down) is left out; sites and containers stay.
+    let shallow = run(&["efficiency", p, "--depth", "1"]);
+    assert!(shallow.contains("contexts (at the end and at the heap's peak)\n  none\n"), "{shallow}");
+    assert!(shallow.contains("stack 3: 0x404000") && shallow.contains("0x8000   Level:forest/Entities:all"));
     // The worker made no container; VRAM has none.
     let v = json(&["efficiency", p, "--thread", "worker"]);
     assert!(v["contexts"].as_array().unwrap().is_empty() && v["containers"].as_array().unwrap().is_empty());
@@ -796,6 +811,11 @@ fn instances_text_and_json() {
     let v = json(&["instances", p, "--at", "loaded", "--domain", "heap"]);
     assert_eq!(v["domains"][0]["types"][0]["bytes"], 6656);
     assert_eq!(v["domains"][0]["types"][0]["bytes_per_instance"], 3328.0);
+    // --depth 1 leaves out the textures' contexts (two levels down), not their type.
+    let v = json(&["instances", p, "--domain", "heap", "--depth", "1"]);
+    assert!(v["domains"][0]["contexts"].as_array().unwrap().is_empty());
+    assert_eq!(v["domains"][0]["hidden_contexts"], 2);
+    assert_eq!(v["domains"][0]["types"][0]["instances"], 2);
 
     let out = run(&["instances", p, "--domain", "heap"]);
     contains_all(
@@ -838,7 +858,10 @@ fn bad_options_exit_2() {
         &cli(&["instances", p, "--thread", "render"]),
         "no thread \"render\" in the log; threads: 0 \"(recorder metadata)\", 1 \"main\", 2 \"worker\"",
     );
-    one_line(&cli(&["leaks", p, "--at", "loaded"]), "--at does not apply to `leaks`");
+    one_line(
+        &cli(&["leaks", p, "--at", "loaded"]),
+        "leaks does not take --at: leaks are the allocations live at the end of the log",
+    );
     one_line(&cli(&["summarize", temp("missing.mrl").to_str().unwrap()]), "cannot read");
     let text = temp("text.txt");
     std::fs::write(&text, "not a log at all, but long enough for a header\n").unwrap();

@@ -117,7 +117,7 @@ pub fn build(l: &Loaded) -> Efficiency {
         overall = Usage::of(&total.live);
         peak = Usage::of(&total.peak);
         for (node, a) in figs.exclusive.iter().enumerate() {
-            if a.live.usage_capacity == 0 && a.peak.usage_capacity == 0 {
+            if (a.live.usage_capacity == 0 && a.peak.usage_capacity == 0) || !sel.depth_shown(state, node as u32) {
                 continue;
             }
             contexts.push(ContextEfficiency {
@@ -248,7 +248,10 @@ impl Efficiency {
 
         let _ = writeln!(o, "\ncontexts ({} and at the heap's peak)", self.at);
         if self.contexts.is_empty() {
-            let _ = writeln!(o, "  no container reported its usage");
+            // Contexts hold every reporting container, so none listed with some reporting:
+            // --depth or --min-bytes left them all out.
+            let reported = self.overall.capacity_bytes > 0 || self.peak.capacity_bytes > 0;
+            let _ = writeln!(o, "  {}", if reported { "none" } else { "no container reported its usage" });
         } else {
             let mut t = Table::new(&[
                 ("used", Align::Right),

@@ -25,6 +25,7 @@ pub mod series;
 pub mod sites;
 pub mod summarize;
 pub mod table;
+pub mod takes;
 pub mod timeline_chart;
 pub mod top;
 pub mod tree;
@@ -38,7 +39,7 @@ use serde::Serialize;
 use crate::replay::{Replay, ReplayState};
 use crate::CliError;
 
-pub use select::{At, ReportArgs, Selection, SortKey};
+pub use select::{At, ReportArgs, Selection, SharedOption, SortKey, Takes};
 
 /// Version of the JSON schemas (`JSON.md`); bumped only for incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -163,6 +164,7 @@ pub enum ReportKind {
 
 /// Runs one report on the log of `args`, writing text or JSON to `out`. Returns the exit
 /// status (0). `leaks` symbolicates its sites with [`run_leaks`]; here it does not.
+/// Shared options the report does not read are refused ([`takes`]).
 pub fn run(
     kind: ReportKind,
     args: &ReportArgs,
@@ -176,7 +178,9 @@ pub fn run(
         }
         // As `replay-cli summarize` runs it: its sites symbolicated.
         ReportKind::Summarize => return run_summarize(args, &callstacks::SymbolArgs::default(), progress, out),
-        _ => {}
+        ReportKind::Tree => takes::TREE.check(args)?,
+        ReportKind::Efficiency => takes::EFFICIENCY.check(args)?,
+        ReportKind::Instances => takes::INSTANCES.check(args)?,
     }
     let loaded = load(args, progress)?;
     let start = Instant::now();
@@ -197,6 +201,7 @@ pub fn run_summarize(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
+    takes::SUMMARIZE.check(args)?;
     symbols.options()?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
@@ -221,11 +226,7 @@ pub fn run_leaks(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    if args.at.is_some() {
-        return Err(CliError::Usage(
-            "leaks are the allocations live at the end of the log; --at does not apply to `leaks`".into(),
-        ));
-    }
+    takes::LEAKS.check(args)?;
     symbols.options()?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
@@ -261,6 +262,7 @@ pub fn run_flamegraph(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
+    select::refuse(args.refusals())?;
     args.symbols.options()?;
     if let Some(o) = &args.output {
         check_output(o)?;
@@ -295,18 +297,6 @@ fn write_output(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Writ
     Ok(0)
 }
 
-/// Options that make no sense for a view over time (`timeline`, `export --format
-/// chrome-trace`): it covers every thread and the whole recording.
-fn reject_point_options(args: &ReportArgs, what: &str) -> Result<(), CliError> {
-    if args.thread.is_some() {
-        return Err(CliError::Usage(format!("{what} covers every thread; --thread does not apply")));
-    }
-    if args.at.is_some() {
-        return Err(CliError::Usage(format!("{what} covers the whole recording; --at does not apply")));
-    }
-    Ok(())
-}
-
 /// The image format of `timeline`, from `--format` or the output's extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ImageFormat {
@@ -323,7 +313,7 @@ pub fn run_timeline(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    reject_point_options(args, "the timeline")?;
+    takes::TIMELINE.check(args)?;
     let format = match format {
         Some(f) => f,
         None => match output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
@@ -380,13 +370,25 @@ pub fn run_export(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    match format {
-        export::ExportFormat::ChromeTrace => reject_point_options(args, "the Chrome trace")?,
-        export::ExportFormat::Pprof => {
-            reject_point_options(args, "the pprof profile")?;
-            symbols.options()?;
+    let takes = match format {
+        export::ExportFormat::Json => takes::EXPORT_JSON,
+        export::ExportFormat::Csv => takes::EXPORT_CSV,
+        export::ExportFormat::ChromeTrace => takes::EXPORT_CHROME_TRACE,
+        export::ExportFormat::Pprof => takes::EXPORT_PPROF,
+    };
+    let mut refusals = takes.refusals(args);
+    if format != export::ExportFormat::Pprof {
+        let only_pprof = "only `--format pprof` names callstacks";
+        if !symbols.symbols.is_empty() {
+            refusals.push(format!("{} does not take --symbols: {only_pprof}", takes.command));
         }
-        export::ExportFormat::Json | export::ExportFormat::Csv => {}
+        if symbols.no_symbols {
+            refusals.push(format!("{} does not take --no-symbols: {only_pprof}", takes.command));
+        }
+    }
+    select::refuse(refusals)?;
+    if format == export::ExportFormat::Pprof {
+        symbols.options()?;
     }
     if let Some(p) = output.filter(|p| *p != Path::new("-")) {
         check_output(p)?;
@@ -421,6 +423,7 @@ pub fn run_html(
     opts: &html::HtmlOptions,
     progress: Progress,
 ) -> Result<u8, CliError> {
+    takes::REPORT.check(args)?;
     let write_error = |error| CliError::Write { path: output.to_owned(), error };
     if output.is_dir() {
         return Err(write_error(std::io::Error::other("it is a directory")));

@@ -74,7 +74,7 @@ impl TopArgs {
             thread: self.thread.clone(),
             at: self.at.clone(),
             json: self.json,
-            min_bytes: self.min_bytes,
+            min_bytes: Some(self.min_bytes),
             limit: self.limit,
             ..ReportArgs::default()
         }
