@@ -53,8 +53,8 @@ enum Command {
     /// callstacks symbolicated.
     Leaks(SymbolizedReportArgs),
     /// Used / capacity of the containers that report their usage: per context, per
-    /// allocation site, and the worst containers.
-    Efficiency(ReportArgs),
+    /// allocation site (symbolicated), and the worst containers.
+    Efficiency(SymbolizedReportArgs),
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
         Command::Summarize(a) => report::run_summarize(&a.report, &a.symbols, Progress::Auto, out),
         Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
         Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::Auto, out),
-        Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
+        Command::Efficiency(a) => report::run_efficiency(&a.report, &a.symbols, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
         Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
         Command::Check(args) => replay_cli::check::run(&args, Progress::Auto, out),

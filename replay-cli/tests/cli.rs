@@ -620,3 +620,58 @@ fn limit_0_is_no_limit_everywhere() {
         assert_eq!(without_limit_and_time(unlimited), without_limit_and_time(run(command, "1000")), "{command:?}");
     }
 }
+
+/// `efficiency` names its sites like every other site list: by allocating function
+/// (`module+0xoffset` here, the binary being elsewhere), with the symbols line; the JSON
+/// keeps the raw frames beside the `site`.
+#[test]
+fn efficiency_names_its_sites() {
+    let path = write_long_log("efficiency-sites.mrl");
+    let p = path.to_str().unwrap();
+    let o = cli(&["efficiency", p, "--limit", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // The time symbolication took varies.
+    let (out, _seconds) = out.rsplit_once("; ").unwrap();
+    let expected = format!(
+        "\
+{p}: container efficiency (used / capacity of containers reporting their usage)
+  at the end:         7.3 KiB of 29.1 KiB (25.0%)
+  at the heap's peak: 7.3 KiB of 29.1 KiB (25.0%)
+
+contexts (at the end and at the heap's peak)
+   used  capacity   wasted  efficiency  peak used  peak capacity  peak wasted  peak eff.  context
+  480 B   1.9 KiB  1.4 KiB       25.0%      480 B        1.9 KiB      1.4 KiB      25.0%  Level:l29
+  464 B   1.8 KiB  1.4 KiB       25.0%      464 B        1.8 KiB      1.4 KiB      25.0%  Level:l28
+
+allocation sites (containers live at the end, and at the heap's peak)
+  containers   used  capacity   wasted  efficiency  peak wasted  peak eff.  callstack
+           1  480 B   1.9 KiB  1.4 KiB       25.0%      1.4 KiB      25.0%  stack 30: forest+0x4001d0
+           1  464 B   1.8 KiB  1.4 KiB       25.0%      1.4 KiB      25.0%  stack 29: forest+0x4001c0
+
+worst containers (live at the end)
+   wasted   used  capacity  efficiency  address    context
+  1.4 KiB  480 B   1.9 KiB       25.0%  0x1e00000  Level:l29
+  1.4 KiB  464 B   1.8 KiB       25.0%  0x1d00000  Level:l28
+
+symbols: 2 addresses: 0 with file and line, 0 function only, 2 unresolved (binary not found: forest (2))"
+    );
+    assert_eq!(out, expected);
+
+    let v: serde_json::Value =
+        serde_json::from_slice(&cli(&["efficiency", p, "--json", "--limit", "2"]).stdout).unwrap();
+    let site = &v["sites"][0];
+    assert_eq!(site["frames"], serde_json::json!(["0x4001d0"]));
+    assert_eq!(
+        (site["site"]["stack"].as_u64(), site["site"]["function"].as_str()),
+        (Some(30), Some("forest+0x4001d0"))
+    );
+    assert_eq!(site["site"]["frames"][0]["reason"], "binary-not-found");
+    assert_eq!(v["symbols"]["reasons"][0]["module"], "/games/forest");
+
+    // --no-symbols: raw addresses, no symbols line; --symbols must name a directory.
+    let bare = stdout(&cli(&["efficiency", p, "--limit", "2", "--no-symbols"]));
+    let (head, _) = expected.split_once("\nsymbols: ").unwrap();
+    assert_eq!(bare, head.replace("forest+", ""));
+    assert_error(&cli(&["efficiency", p, "--symbols", "/no/such/dir"]), "--symbols /no/such/dir: no such directory");
+}

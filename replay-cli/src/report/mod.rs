@@ -37,6 +37,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::replay::{Replay, ReplayState};
+use crate::symbols::Symbolizer;
 use crate::CliError;
 
 pub use select::{At, ReportArgs, Selection, SharedOption, SortKey, Takes};
@@ -163,32 +164,33 @@ pub enum ReportKind {
 }
 
 /// Runs one report on the log of `args`, writing text or JSON to `out`. Returns the exit
-/// status (0). `leaks` symbolicates its sites with [`run_leaks`]; here it does not.
-/// Shared options the report does not read are refused ([`takes`]).
+/// status (0). `summarize` and `efficiency` symbolicate their sites as `replay-cli` runs
+/// them; here `leaks` does not (see [`run_leaks`]). Shared options the report does not
+/// read are refused ([`takes`]).
 pub fn run(
     kind: ReportKind,
     args: &ReportArgs,
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
+    let default_symbols = callstacks::SymbolArgs::default;
     match kind {
         ReportKind::Leaks => {
             let symbols = callstacks::SymbolArgs { no_symbols: true, ..Default::default() };
             return run_leaks(args, &symbols, progress, out);
         }
-        // As `replay-cli summarize` runs it: its sites symbolicated.
-        ReportKind::Summarize => return run_summarize(args, &callstacks::SymbolArgs::default(), progress, out),
+        // As `replay-cli` runs them: their sites symbolicated.
+        ReportKind::Summarize => return run_summarize(args, &default_symbols(), progress, out),
+        ReportKind::Efficiency => return run_efficiency(args, &default_symbols(), progress, out),
         ReportKind::Tree => takes::TREE.check(args)?,
-        ReportKind::Efficiency => takes::EFFICIENCY.check(args)?,
         ReportKind::Instances => takes::INSTANCES.check(args)?,
     }
     let loaded = load(args, progress)?;
     let start = Instant::now();
     let text = match kind {
         ReportKind::Tree => render(&tree::build(&loaded), args.json, tree::Tree::to_text),
-        ReportKind::Efficiency => render(&efficiency::build(&loaded), args.json, efficiency::Efficiency::to_text),
         ReportKind::Instances => render(&instances::build(&loaded), args.json, instances::Instances::to_text),
-        ReportKind::Summarize | ReportKind::Leaks => unreachable!("handled above"),
+        ReportKind::Summarize | ReportKind::Leaks | ReportKind::Efficiency => unreachable!("handled above"),
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, text.as_bytes(), out)
@@ -205,18 +207,52 @@ pub fn run_summarize(
     symbols.options()?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
-    // The module map is read (from the log's metadata blocks) while the summary is built.
-    let (mut report, syms) = rayon::join(
-        || summarize::build(&loaded),
-        || (!symbols.no_symbols).then(|| callstacks::symbolizer(&loaded, symbols)).transpose(),
-    );
-    if let Some(mut syms) = syms? {
-        if !report.sites.is_empty() {
-            report.symbolize(loaded.state(), &mut syms);
+    let report = build_symbolized(&loaded, symbols, summarize::build, |r, state, syms| {
+        if !r.sites.is_empty() {
+            r.symbolize(state, syms);
         }
-    }
+    })?;
     tracing::debug!("built the Summarize report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, render(&report, args.json, summarize::Summary::to_text).as_bytes(), out)
+}
+
+/// `efficiency`, with its allocation sites symbolicated unless `symbols.no_symbols`.
+pub fn run_efficiency(
+    args: &ReportArgs,
+    symbols: &callstacks::SymbolArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    takes::EFFICIENCY.check(args)?;
+    symbols.options()?;
+    let loaded = load(args, progress)?;
+    let start = Instant::now();
+    let report = build_symbolized(&loaded, symbols, efficiency::build, |r, state, syms| {
+        if !r.sites.is_empty() {
+            r.symbolize(state, syms);
+        }
+    })?;
+    tracing::debug!("built the Efficiency report in {:.3} s", start.elapsed().as_secs_f64());
+    write_output(None, render(&report, args.json, efficiency::Efficiency::to_text).as_bytes(), out)
+}
+
+/// Builds a report with `build` while another thread reads the log's module map for a
+/// symbolizer (unless `symbols.no_symbols`), then names the report's sites with it
+/// (`symbolize`).
+fn build_symbolized<T: Send>(
+    loaded: &Loaded,
+    symbols: &callstacks::SymbolArgs,
+    build: impl FnOnce(&Loaded) -> T + Send,
+    symbolize: impl FnOnce(&mut T, &ReplayState, &mut Symbolizer),
+) -> Result<T, CliError> {
+    let (mut report, syms) = rayon::join(
+        || build(loaded),
+        || (!symbols.no_symbols).then(|| callstacks::symbolizer(loaded, symbols)).transpose(),
+    );
+    if let Some(mut syms) = syms? {
+        symbolize(&mut report, loaded.state(), &mut syms);
+    }
+    Ok(report)
 }
 
 /// `leaks`, with its sites symbolicated unless `symbols.no_symbols`.
