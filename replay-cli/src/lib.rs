@@ -28,7 +28,8 @@ use memreplay_format::{FormatError, Log};
 
 pub use info::Info;
 
-/// Why a command could not do its work. Each displays as one line.
+/// Why a command could not do its work. Each displays as one line, but for a command
+/// refusing several options it does not take: one line each.
 #[derive(Debug)]
 pub enum CliError {
     /// The log could not be opened or is not a log this build reads.

@@ -2,8 +2,8 @@
 //!
 //! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log, or
 //! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
-//! a budget that cannot be read, and options naming what the log does not have (a
-//! domain, thread, label or frame).
+//! a budget that cannot be read, options naming what the log does not have (a domain,
+//! thread, label or frame), and options the command does not take.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -53,8 +53,8 @@ enum Command {
     /// callstacks symbolicated.
     Leaks(SymbolizedReportArgs),
     /// Used / capacity of the containers that report their usage: per context, per
-    /// allocation site, and the worst containers.
-    Efficiency(ReportArgs),
+    /// allocation site (symbolicated), and the worst containers.
+    Efficiency(SymbolizedReportArgs),
     /// Instance contexts (one texture, one mesh): bytes per instance at the point, at the
     /// peak and allocated in all.
     Instances(ReportArgs),
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
         Command::Summarize(a) => report::run_summarize(&a.report, &a.symbols, Progress::Auto, out),
         Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
         Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::Auto, out),
-        Command::Efficiency(args) => report::run(ReportKind::Efficiency, &args, Progress::Auto, out),
+        Command::Efficiency(a) => report::run_efficiency(&a.report, &a.symbols, Progress::Auto, out),
         Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
         Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
         Command::Check(args) => replay_cli::check::run(&args, Progress::Auto, out),
@@ -193,7 +193,10 @@ fn main() -> ExitCode {
         // `replay-cli info x.mrl | head`: the reader has what it wanted.
         Err(replay_cli::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("replay-cli: {e}");
+            // One line per problem (a command refuses every option it does not take).
+            for line in e.to_string().lines() {
+                eprintln!("replay-cli: {line}");
+            }
             ExitCode::from(replay_cli::EXIT_ERROR)
         }
     }

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use memreplay_format::{
-    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
-    VERSION_MAJOR, VERSION_MINOR,
+    context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc,
+    ResourceKind, VERSION_MAJOR, VERSION_MINOR,
 };
 
 fn cli(args: &[&str]) -> Output {
@@ -402,4 +402,276 @@ fn callstack_views_reject_bad_input() {
     assert_eq!(cli(&["export", p]).status.code(), Some(2));
     assert_eq!(cli(&["export", p, "--format", "perf", "-o", "x"]).status.code(), Some(2));
     assert_eq!(cli(&["top", p, "--by", "bytes"]).status.code(), Some(2));
+}
+
+/// Every (command, option) pair where the command takes the option but would not read
+/// it: refused before any work, with exit 2 and one line naming both.
+#[test]
+fn options_a_command_would_ignore_are_refused() {
+    let (path, _) = write_log("refused.mrl");
+    let p = path.to_str().unwrap();
+    let svg = temp("refused.svg");
+    let svg = svg.to_str().unwrap();
+    let html = temp("refused.html");
+    let html = html.to_str().unwrap();
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let timeline = ["timeline", p, "-o", svg];
+    let json = ["export", p, "--format", "json"];
+    let csv = ["export", p, "--format", "csv"];
+    let trace = ["export", p, "--format", "chrome-trace"];
+    let pprof = ["export", p, "--format", "pprof"];
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (&["tree", p], &["--limit", "5"], "tree does not take --limit: it shows every context; cut the tree with --depth or --min-bytes"),
+        (&["leaks", p], &["--at", "level loaded"], "leaks does not take --at: leaks are the allocations live at the end of the log"),
+        (&timeline, &["--json"], "timeline does not take --json: it draws SVG (or PNG); use `export --format json` for the series"),
+        (&timeline, &["--thread", "main"], "timeline does not take --thread: it covers every thread"),
+        (&timeline, &["--at", "level loaded"], "timeline does not take --at: it covers the whole recording"),
+        (&timeline, &["--depth", "1"], "timeline does not take --depth: it draws the domains, or with --by context the top-level contexts of one"),
+        (&timeline, &["--min-bytes", "1k"], "timeline does not take --min-bytes: it draws memory over time, not rows to cut"),
+        (&timeline, &["--sort", "name"], "timeline does not take --sort: it draws memory over time, not rows to order"),
+        (&timeline, &["--limit", "5"], "timeline does not take --limit: it draws memory over time, not rows to cut"),
+        (&json, &["--json"], "export --format json does not take --json: it writes JSON already"),
+        (&json, &["--limit", "5"], "export --format json does not take --limit: it writes the whole tree; cut it with --depth or --min-bytes"),
+        (&json, &["--symbols", dir], "export --format json does not take --symbols: only `--format pprof` names callstacks"),
+        (&csv, &["--json"], "export --format csv does not take --json: --format picks what it writes (`--format json` for JSON)"),
+        (&csv, &["--sort", "name"], "export --format csv does not take --sort: its rows are in tree order, each context after its parent"),
+        (&csv, &["--limit", "0"], "export --format csv does not take --limit: it writes a row per context; cut them with --depth or --min-bytes"),
+        (&csv, &["--no-symbols"], "export --format csv does not take --no-symbols: only `--format pprof` names callstacks"),
+        (&trace, &["--thread", "main"], "export --format chrome-trace does not take --thread: the trace covers every thread"),
+        (&trace, &["--at", "frame:1"], "export --format chrome-trace does not take --at: the trace covers the whole recording"),
+        (&trace, &["--json"], "export --format chrome-trace does not take --json: --format picks what it writes (`--format json` for JSON)"),
+        (&trace, &["--depth", "2"], "export --format chrome-trace does not take --depth: its counters are the domains and their top-level contexts"),
+        (&trace, &["--min-bytes", "0"], "export --format chrome-trace does not take --min-bytes: it writes memory over time, not rows to cut"),
+        (&trace, &["--sort", "bytes"], "export --format chrome-trace does not take --sort: it writes memory over time, not rows to order"),
+        (&trace, &["--limit", "5"], "export --format chrome-trace does not take --limit: it writes memory over time, not rows to cut"),
+        (&trace, &["--symbols", dir], "export --format chrome-trace does not take --symbols: only `--format pprof` names callstacks"),
+        (&pprof, &["--thread", "main"], "export --format pprof does not take --thread: the profile covers every thread"),
+        (&pprof, &["--at", "level loaded"], "export --format pprof does not take --at: the profile covers the whole recording"),
+        (&pprof, &["--json"], "export --format pprof does not take --json: --format picks what it writes (`--format json` for JSON)"),
+        (&pprof, &["--depth", "1"], "export --format pprof does not take --depth: the profile holds allocation callstacks, not contexts"),
+        (&pprof, &["--min-bytes", "64k"], "export --format pprof does not take --min-bytes: the profile holds every allocation site; pprof's views cut it"),
+        (&pprof, &["--sort", "count"], "export --format pprof does not take --sort: the profile holds every allocation site; pprof's views order it"),
+        (&pprof, &["--limit", "5"], "export --format pprof does not take --limit: the profile holds every allocation site; pprof's views cut it"),
+        (&["flamegraph", p, "--folded"], &["--title", "memory"], "flamegraph --folded does not take --title: it writes text; --title names the SVG"),
+        (&["flamegraph", p], &["--at", "level loaded"], "flamegraph --by peak does not take --at: --at is where --by live reads what is live"),
+        (&["flamegraph", p, "--by", "total"], &["--at", "frame:1"], "flamegraph --by total does not take --at: --at is where --by live reads what is live"),
+    ];
+    for (command, option, message) in cases {
+        let args = [*command, *option].concat();
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), format!("replay-cli: {message}\n"), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        // Without the option, the command runs.
+        let o = cli(command);
+        assert_eq!(o.status.code(), Some(0), "{command:?}: {}", stderr(&o));
+    }
+
+    // Every option refused is named, one line each, and nothing is written.
+    let _ = std::fs::remove_file(svg);
+    let o = cli(&["timeline", p, "-o", svg, "--sort", "name", "--json", "--limit", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "replay-cli: timeline does not take --json: it draws SVG (or PNG); use `export --format json` for the series\n\
+         replay-cli: timeline does not take --sort: it draws memory over time, not rows to order\n\
+         replay-cli: timeline does not take --limit: it draws memory over time, not rows to cut\n"
+    );
+    assert!(!std::path::Path::new(svg).exists());
+
+    // The options these commands do read are not refused.
+    for args in [
+        &[
+            "efficiency",
+            p,
+            "--depth",
+            "1",
+            "--sort",
+            "name",
+            "--limit",
+            "3",
+            "--min-bytes",
+            "1",
+            "--at",
+            "level loaded",
+        ][..],
+        &["leaks", p, "--depth", "1", "--thread", "main"],
+        &["instances", p, "--depth", "1", "--at", "frame:1"],
+        &["tree", p, "--depth", "1", "--sort", "name", "--min-bytes", "1"],
+        &["summarize", p, "--depth", "1", "--limit", "2"],
+        &["report", p, "-o", html, "--depth", "1", "--limit", "2", "--sort", "count", "--at", "level loaded"],
+        &["export", p, "--format", "json", "--depth", "1", "--sort", "name", "--thread", "main"],
+        &["export", p, "--format", "csv", "--depth", "1", "--min-bytes", "1", "--at", "level loaded"],
+        &["export", p, "--format", "chrome-trace", "--domain", "heap"],
+        &["timeline", p, "-o", svg, "--domain", "heap"],
+        &["flamegraph", p, "--by", "live", "--at", "level loaded", "--title", "memory"],
+    ] {
+        let o = cli(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// Contexts, sites and free callstacks in the lists of the `--limit` test.
+const MANY: u64 = 30;
+
+/// A log whose lists are longer than any default `--limit`: `MANY` top-level instance
+/// contexts `Level:l00`… each leaking one container (its own callstack, a quarter used),
+/// and `MANY` blocks allocated at callstack 1000 (outside any context), each freed from
+/// a callstack of its own. Every frame is in the module /games/forest, which is not on
+/// this machine.
+fn write_long_log(name: &str) -> PathBuf {
+    let path = temp(name);
+    let mut h = header(VERSION_MAJOR);
+    h.flags |= header_flags::CALLSTACKS_ON_FREE;
+    let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &h).unwrap();
+    let mut meta = EventEncoder::new();
+    meta.push(&Event::DefineString { id: 1, text: "Level".into() });
+    meta.push(&Event::DefineContextType { id: 1, name: 1 });
+    meta.push(&Event::DefineString { id: 2, text: "/games/forest".into() });
+    meta.push(&Event::Module { base: 0x40_0000, size: 0x30_0000, load_bias: 0, path: 2, build_id: vec![1, 2, 3] });
+    for i in 0..MANY as u32 {
+        meta.push(&Event::DefineString { id: 10 + i, text: format!("l{i:02}") });
+        meta.push(&Event::DefineStack { id: 1 + i, frames: vec![0x40_0000 + 0x10 * u64::from(i)] });
+        meta.push(&Event::DefineStack { id: 2000 + i, frames: vec![0x50_0000 + 0x10 * u64::from(i)] });
+    }
+    meta.push(&Event::DefineStack { id: 1000, frames: vec![0x60_0000] });
+    w.write_block(0, &mut meta).unwrap();
+    let mut main = EventEncoder::new();
+    main.push(&Event::Time { ns: 1_000 });
+    let mut seq = 0;
+    let mut next = || {
+        seq += 1;
+        seq
+    };
+    for i in 0..MANY {
+        let (addr, size) = (0x10_0000 * (i + 1), 64 * (i + 1));
+        main.push(&Event::ContextPush { ty: 1, name: 10 + i as u32, flags: context_flags::INSTANCE });
+        main.push(&Event::Alloc { seq: next(), domain: 0, addr, size, align_log2: 3, stack: 1 + i as u32 });
+        main.push(&Event::Usage { seq: next(), addr, used: size / 4 });
+        main.push(&Event::ContextPop);
+    }
+    for i in 0..MANY {
+        let addr = 0x8000_0000 + 0x1000 * i;
+        main.push(&Event::Alloc { seq: next(), domain: 0, addr, size: 16, align_log2: 3, stack: 1000 });
+        main.push(&Event::Free { seq: next(), domain: 0, addr, stack: 2000 + i as u32 });
+    }
+    main.push(&Event::Time { ns: 2_000 });
+    w.write_block(1, &mut main).unwrap();
+    w.finish(0, 3_000).unwrap();
+    path
+}
+
+/// `value` without the keys that differ between two runs asking for the same rows: the
+/// `--limit` as given, and the time symbolication took.
+fn without_limit_and_time(mut value: serde_json::Value) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("limit");
+                m.remove("seconds");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
+/// `--limit 0` is no limit, in every command that cuts lists.
+#[test]
+fn limit_0_is_no_limit_everywhere() {
+    let long = write_long_log("long.mrl");
+    let p = long.to_str().unwrap();
+    let (short, _) = write_log("short.mrl");
+    let html = temp("long.json");
+    let n = MANY as usize;
+    // (command, a list it cuts, that list's length without a limit)
+    let cases: &[(&[&str], &str, usize)] = &[
+        (&["summarize", p], "/top_contexts/0/live/inclusive", n),
+        (&["summarize", p], "/efficiency/least_efficient_contexts", n),
+        (&["leaks", p], "/domains/0/contexts", n),
+        (&["leaks", p], "/domains/0/stacks", n),
+        (&["efficiency", p], "/contexts", n),
+        (&["efficiency", p], "/sites", n),
+        (&["efficiency", p], "/containers", n),
+        (&["instances", p], "/domains/0/contexts", n),
+        (&["top", p, "--by", "total"], "/domains/0/rows", n + 1),
+        (&["frees", p, "1000"], "/domains/0/sites/0/freed_from", n),
+        // The long log's contexts are new; the short one's texture vanished from two domains.
+        (&["diff", short.to_str().unwrap(), p], "/contexts", n + 2),
+        (&["report", p, "-o", html.to_str().unwrap()], "/leaks/domains/0/contexts", n),
+    ];
+    let run = |command: &[&str], limit: &str| -> serde_json::Value {
+        let args = [command, &["--json", "--limit", limit]].concat();
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let text = if command[0] == "report" { std::fs::read_to_string(&html).unwrap() } else { stdout(&o) };
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    };
+    for (command, list, all) in cases {
+        let rows = |v: &serde_json::Value| v.pointer(list).and_then(|l| l.as_array()).map_or(0, Vec::len);
+        let unlimited = run(command, "0");
+        assert_eq!(rows(&unlimited), *all, "{command:?} --limit 0: {list}");
+        assert_eq!(rows(&run(command, "3")), 3, "{command:?} --limit 3: {list}");
+        // The same as a limit no list reaches.
+        assert_eq!(without_limit_and_time(unlimited), without_limit_and_time(run(command, "1000")), "{command:?}");
+    }
+}
+
+/// `efficiency` names its sites like every other site list: by allocating function
+/// (`module+0xoffset` here, the binary being elsewhere), with the symbols line; the JSON
+/// keeps the raw frames beside the `site`.
+#[test]
+fn efficiency_names_its_sites() {
+    let path = write_long_log("efficiency-sites.mrl");
+    let p = path.to_str().unwrap();
+    let o = cli(&["efficiency", p, "--limit", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // The time symbolication took varies.
+    let (out, _seconds) = out.rsplit_once("; ").unwrap();
+    let expected = format!(
+        "\
+{p}: container efficiency (used / capacity of containers reporting their usage)
+  at the end:         7.3 KiB of 29.1 KiB (25.0%)
+  at the heap's peak: 7.3 KiB of 29.1 KiB (25.0%)
+
+contexts (at the end and at the heap's peak)
+   used  capacity   wasted  efficiency  peak used  peak capacity  peak wasted  peak eff.  context
+  480 B   1.9 KiB  1.4 KiB       25.0%      480 B        1.9 KiB      1.4 KiB      25.0%  Level:l29
+  464 B   1.8 KiB  1.4 KiB       25.0%      464 B        1.8 KiB      1.4 KiB      25.0%  Level:l28
+
+allocation sites (containers live at the end, and at the heap's peak)
+  containers   used  capacity   wasted  efficiency  peak wasted  peak eff.  callstack
+           1  480 B   1.9 KiB  1.4 KiB       25.0%      1.4 KiB      25.0%  stack 30: forest+0x4001d0
+           1  464 B   1.8 KiB  1.4 KiB       25.0%      1.4 KiB      25.0%  stack 29: forest+0x4001c0
+
+worst containers (live at the end)
+   wasted   used  capacity  efficiency  address    context
+  1.4 KiB  480 B   1.9 KiB       25.0%  0x1e00000  Level:l29
+  1.4 KiB  464 B   1.8 KiB       25.0%  0x1d00000  Level:l28
+
+symbols: 2 addresses: 0 with file and line, 0 function only, 2 unresolved (binary not found: forest (2))"
+    );
+    assert_eq!(out, expected);
+
+    let v: serde_json::Value =
+        serde_json::from_slice(&cli(&["efficiency", p, "--json", "--limit", "2"]).stdout).unwrap();
+    let site = &v["sites"][0];
+    assert_eq!(site["frames"], serde_json::json!(["0x4001d0"]));
+    assert_eq!(
+        (site["site"]["stack"].as_u64(), site["site"]["function"].as_str()),
+        (Some(30), Some("forest+0x4001d0"))
+    );
+    assert_eq!(site["site"]["frames"][0]["reason"], "binary-not-found");
+    assert_eq!(v["symbols"]["reasons"][0]["module"], "/games/forest");
+
+    // --no-symbols: raw addresses, no symbols line; --symbols must name a directory.
+    let bare = stdout(&cli(&["efficiency", p, "--limit", "2", "--no-symbols"]));
+    let (head, _) = expected.split_once("\nsymbols: ").unwrap();
+    assert_eq!(bare, head.replace("forest+", ""));
+    assert_error(&cli(&["efficiency", p, "--symbols", "/no/such/dir"]), "--symbols /no/such/dir: no such directory");
 }

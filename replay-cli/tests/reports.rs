@@ -481,15 +481,18 @@ fn summarize_text_reads_well() {
     let out = run(&["summarize", path.to_str().unwrap()]);
     let (first, rest) = out.split_once('\n').unwrap();
     assert_eq!(first, path.to_str().unwrap());
-    // The time symbolication took varies.
-    let rest: String = rest
-        .lines()
+    let rest = steady(rest);
+    assert_eq!(rest, SUMMARY_TEXT, "got:\n{rest}");
+}
+
+/// `text` with the time symbolication took (which varies) as 0.000 s.
+fn steady(text: &str) -> String {
+    text.lines()
         .map(|l| match l.strip_prefix("symbols: ").and_then(|s| s.rsplit_once("; ")) {
             Some((stats, _seconds)) => format!("symbols: {stats}; 0.000 s\n"),
             None => format!("{l}\n"),
         })
-        .collect();
-    assert_eq!(rest, SUMMARY_TEXT, "got:\n{rest}");
+        .collect()
 }
 
 #[test]
@@ -720,6 +723,17 @@ heap: 8.7 KiB in 5 allocations
     assert_eq!(v["domains"][0]["hidden_contexts"], 3);
     let v = json(&["leaks", p, "--thread", "worker"]);
     assert_eq!((v["total_bytes"].as_u64(), v["total_count"].as_u64()), (Some(812), Some(2)));
+    // --depth 1: the top-level contexts' own leaks; the callstacks keep every context.
+    let v = json(&["leaks", p, "--domain", "heap", "--depth", "1"]);
+    let contexts: Vec<&str> =
+        v["domains"][0]["contexts"].as_array().unwrap().iter().map(|c| c["context"].as_str().unwrap()).collect();
+    assert_eq!(contexts, ["Level:forest", "Audio:mixer"]);
+    assert_eq!(v["domains"][0]["hidden_contexts"], 2);
+    assert_eq!(v["domains"][0]["stacks"].as_array().unwrap().len(), 5);
+    // summarize's leak list too.
+    let v = json(&["summarize", p, "--domain", "heap", "--depth", "1"]);
+    let leaks: Vec<&str> = v["leaks"].as_array().unwrap().iter().map(|c| c["context"].as_str().unwrap()).collect();
+    assert_eq!(leaks, ["Level:forest", "Audio:mixer"]);
 }
 
 #[test]
@@ -742,18 +756,43 @@ fn efficiency_text_and_json() {
     assert_eq!(v["sites"][0]["peak"], v["overall"]);
     assert_eq!(v["containers"][0]["address"], "0x8000");
     assert_eq!(v["containers"][0]["live"]["wasted_bytes"], 768);
+    // Sites are symbolicated as in `leaks` and `summarize` (the log has no module map).
+    assert_eq!(v["sites"][0]["site"]["function"], "0x404000");
+    assert_eq!(v["sites"][0]["site"]["frames"][0]["reason"], "no-module");
+    assert_eq!(v["symbols"]["reasons"][0]["reason"], "no-module");
+    let bare = json(&["efficiency", p, "--no-symbols"]);
+    assert!(bare["sites"][0].get("site").is_none() && bare.get("symbols").is_none(), "{bare}");
 
     let out = run(&["efficiency", p]);
-    contains_all(
-        &out,
-        &[
-            "at the end:         256 B of 1.0 KiB (25.0%)",
-            "at the heap's peak: 256 B of 1.0 KiB (25.0%)",
-            "256 B   1.0 KiB   768 B       25.0%      256 B        1.0 KiB        768 B      25.0%  Level:forest/Entities:all",
-            "1  256 B   1.0 KiB   768 B       25.0%        768 B      25.0%  stack 3: 0x404000 < 0x405000 < 0x406000",
-            "768 B  256 B   1.0 KiB       25.0%  0x8000   Level:forest/Entities:all",
-        ],
+    let expected = format!(
+        "\
+{p}: container efficiency (used / capacity of containers reporting their usage)
+  at the end:         256 B of 1.0 KiB (25.0%)
+  at the heap's peak: 256 B of 1.0 KiB (25.0%)
+
+contexts (at the end and at the heap's peak)
+   used  capacity  wasted  efficiency  peak used  peak capacity  peak wasted  peak eff.  context
+  256 B   1.0 KiB   768 B       25.0%      256 B        1.0 KiB        768 B      25.0%  Level:forest/Entities:all
+
+allocation sites (containers live at the end, and at the heap's peak)
+  containers   used  capacity  wasted  efficiency  peak wasted  peak eff.  callstack
+           1  256 B   1.0 KiB   768 B       25.0%        768 B      25.0%  stack 3: 0x404000 < 0x405000 < 0x406000
+
+worst containers (live at the end)
+  wasted   used  capacity  efficiency  address  context
+   768 B  256 B   1.0 KiB       25.0%  0x8000   Level:forest/Entities:all
+
+symbols: 3 addresses: 0 with file and line, 0 function only, 3 unresolved (in no recorded module (3)); 0.000 s
+"
     );
+    assert_eq!(steady(&out), expected, "got:\n{out}");
+    // Without symbols: the same, but for the symbols line.
+    let (without, _) = expected.split_once("\nsymbols: ").unwrap();
+    assert_eq!(run(&["efficiency", p, "--no-symbols"]), without);
+    // --depth 1: the context (two levels down) is left out; sites and containers stay.
+    let shallow = run(&["efficiency", p, "--depth", "1"]);
+    assert!(shallow.contains("contexts (at the end and at the heap's peak)\n  none\n"), "{shallow}");
+    assert!(shallow.contains("stack 3: 0x404000") && shallow.contains("0x8000   Level:forest/Entities:all"));
     // The worker made no container; VRAM has none.
     let v = json(&["efficiency", p, "--thread", "worker"]);
     assert!(v["contexts"].as_array().unwrap().is_empty() && v["containers"].as_array().unwrap().is_empty());
@@ -796,6 +835,11 @@ fn instances_text_and_json() {
     let v = json(&["instances", p, "--at", "loaded", "--domain", "heap"]);
     assert_eq!(v["domains"][0]["types"][0]["bytes"], 6656);
     assert_eq!(v["domains"][0]["types"][0]["bytes_per_instance"], 3328.0);
+    // --depth 1 leaves out the textures' contexts (two levels down), not their type.
+    let v = json(&["instances", p, "--domain", "heap", "--depth", "1"]);
+    assert!(v["domains"][0]["contexts"].as_array().unwrap().is_empty());
+    assert_eq!(v["domains"][0]["hidden_contexts"], 2);
+    assert_eq!(v["domains"][0]["types"][0]["instances"], 2);
 
     let out = run(&["instances", p, "--domain", "heap"]);
     contains_all(
@@ -838,7 +882,10 @@ fn bad_options_exit_2() {
         &cli(&["instances", p, "--thread", "render"]),
         "no thread \"render\" in the log; threads: 0 \"(recorder metadata)\", 1 \"main\", 2 \"worker\"",
     );
-    one_line(&cli(&["leaks", p, "--at", "loaded"]), "--at does not apply to `leaks`");
+    one_line(
+        &cli(&["leaks", p, "--at", "loaded"]),
+        "leaks does not take --at: leaks are the allocations live at the end of the log",
+    );
     one_line(&cli(&["summarize", temp("missing.mrl").to_str().unwrap()]), "cannot read");
     let text = temp("text.txt");
     std::fs::write(&text, "not a log at all, but long enough for a header\n").unwrap();

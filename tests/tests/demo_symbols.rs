@@ -18,7 +18,7 @@ use replay_cli::report::flame::{self, FlameArgs};
 use replay_cli::report::pprof::{self, SAMPLE_TYPES};
 use replay_cli::report::sites::Metric;
 use replay_cli::report::top::{self, TopArgs, TopRow};
-use replay_cli::report::{self, frees, leaks, summarize, tree, At, Loaded, Progress, ReportArgs};
+use replay_cli::report::{self, efficiency, frees, leaks, summarize, tree, At, Loaded, Progress, ReportArgs};
 use replay_cli::symbols::{self, Reason, Resolution, SymbolOptions, Symbolizer};
 use replay_cli::CliError;
 
@@ -219,6 +219,23 @@ fn demo_allocation_sites_are_symbolicated() {
     assert_eq!(freed.function, "memreplay_demo::gpu::GpuHeap::free", "{freed:#?}");
     let text = sum.to_text();
     assert!(text.contains("memreplay_demo::game::load_texture (") && text.contains("\nsymbols: "), "{text}");
+
+    // `efficiency` names its container sites the same way: the debug console, reserved
+    // in MainMenu::open, with its line; the raw frames stay beside the name.
+    let mut eff = efficiency::build(&l);
+    eff.symbolize(state, &mut syms);
+    let console = eff
+        .sites
+        .iter()
+        .find(|s| s.site.as_ref().is_some_and(|n| n.function == "memreplay_demo::game::MainMenu::open"))
+        .unwrap_or_else(|| panic!("{:#?}", eff.sites.iter().map(|s| &s.site).collect::<Vec<_>>()));
+    let name = console.site.as_ref().unwrap();
+    assert_eq!(name.line, Some(line_of("game.rs", "Vec::with_capacity(CONSOLE_CAPACITY)")));
+    assert!(name.file.as_deref().is_some_and(|f| f.ends_with("demo/src/game.rs")), "{name:?}");
+    assert_eq!(console.frames, leaks::frames(state, console.stack));
+    let text = eff.to_text();
+    assert!(text.contains(&format!("stack {}: memreplay_demo::game::MainMenu::open (", console.stack)), "{text}");
+    assert!(text.contains("\nsymbols: "), "{text}");
     let _ = std::fs::remove_file(&path);
 }
 

@@ -83,7 +83,7 @@ pub struct DiffArgs {
     /// Only this memory domain (by name).
     #[arg(long, value_name = "NAME")]
     pub domain: Option<String>,
-    /// Rows per list (default 25; 0 for every row).
+    /// Rows per list (default 25; 0: no limit).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Match allocation sites by whole symbolicated callstack instead of by allocating

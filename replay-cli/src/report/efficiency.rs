@@ -10,9 +10,11 @@ use serde::Serialize;
 use memreplay_format::HEAP_DOMAIN;
 
 use crate::replay::state::Held;
+use crate::replay::ReplayState;
+use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 
 use super::figures;
-use super::leaks::{frames, frames_text};
+use super::leaks::{frames, site_text};
 use super::select::SelectionInfo;
 use super::table::{percent, ratio, size, Align, Table};
 use super::{sort_rows, Keys, Loaded, SortKey, SCHEMA_VERSION};
@@ -38,6 +40,19 @@ pub struct Efficiency {
     pub sites: Vec<SiteEfficiency>,
     /// Containers live at the end, most wasted bytes first.
     pub containers: Vec<Container>,
+    /// What symbolication of `sites` found; absent with `--no-symbols` or without sites.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbols: Option<SymbolStats>,
+}
+
+impl Efficiency {
+    /// Names the callstacks of `sites` with `syms`.
+    pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
+        for s in &mut self.sites {
+            s.site = Some((*syms.site(state, s.stack)).clone());
+        }
+        self.symbols = Some(syms.stats());
+    }
 }
 
 /// Used bytes against capacity.
@@ -83,6 +98,10 @@ pub struct ContextEfficiency {
 pub struct SiteEfficiency {
     pub stack: u32,
     pub frames: Vec<String>,
+    /// The callstack symbolicated; absent with `--no-symbols` (and from the report the
+    /// library builds, [`build`], until [`Efficiency::symbolize`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<SiteName>,
     /// Containers live at the end (under `--thread`).
     pub containers: u64,
     pub live: Usage,
@@ -117,7 +136,7 @@ pub fn build(l: &Loaded) -> Efficiency {
         overall = Usage::of(&total.live);
         peak = Usage::of(&total.peak);
         for (node, a) in figs.exclusive.iter().enumerate() {
-            if a.live.usage_capacity == 0 && a.peak.usage_capacity == 0 {
+            if (a.live.usage_capacity == 0 && a.peak.usage_capacity == 0) || !sel.depth_shown(state, node as u32) {
                 continue;
             }
             contexts.push(ContextEfficiency {
@@ -175,6 +194,7 @@ pub fn build(l: &Loaded) -> Efficiency {
         .map(|(stack, (n, used, cap))| SiteEfficiency {
             stack,
             frames: Vec::new(),
+            site: None,
             containers: n,
             live: Usage::new(used, cap),
             peak: site_peaks.then(|| at_peak.get(&stack).copied().unwrap_or_default()),
@@ -222,6 +242,7 @@ pub fn build(l: &Loaded) -> Efficiency {
         contexts,
         sites,
         containers,
+        symbols: None,
     }
 }
 
@@ -248,7 +269,10 @@ impl Efficiency {
 
         let _ = writeln!(o, "\ncontexts ({} and at the heap's peak)", self.at);
         if self.contexts.is_empty() {
-            let _ = writeln!(o, "  no container reported its usage");
+            // Contexts hold every reporting container, so none listed with some reporting:
+            // --depth or --min-bytes left them all out.
+            let reported = self.overall.capacity_bytes > 0 || self.peak.capacity_bytes > 0;
+            let _ = writeln!(o, "  {}", if reported { "none" } else { "no container reported its usage" });
         } else {
             let mut t = Table::new(&[
                 ("used", Align::Right),
@@ -300,7 +324,7 @@ impl Efficiency {
                     percent(s.live.efficiency),
                     s.peak.map_or_else(|| "-".into(), |p| size(p.wasted_bytes)),
                     s.peak.map_or_else(|| "-".into(), |p| percent(p.efficiency)),
-                    format!("stack {}: {}", s.stack, frames_text(&s.frames)),
+                    site_text(s.stack, &s.frames, s.site.as_ref()),
                 ]);
             }
             o.push_str(&t.render(2));
@@ -329,6 +353,9 @@ impl Efficiency {
                 ]);
             }
             o.push_str(&t.render(2));
+        }
+        if let Some(s) = &self.symbols {
+            let _ = writeln!(o, "\nsymbols: {}", s.text());
         }
         o
     }

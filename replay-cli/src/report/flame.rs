@@ -64,6 +64,23 @@ impl FlameArgs {
         FlameArgs { log: log.into(), ..FlameArgs::default() }
     }
 
+    /// The options given that this run would not read, one line each: `--title` names the
+    /// SVG (not `--folded` text), and `--at` is where `--by live` is read (the other
+    /// weights are at each domain's peak or over the whole recording).
+    pub fn refusals(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.folded && self.title.is_some() {
+            v.push("flamegraph --folded does not take --title: it writes text; --title names the SVG".to_owned());
+        }
+        if self.at.is_some() && self.by != Metric::Live {
+            v.push(format!(
+                "flamegraph --by {} does not take --at: --at is where --by live reads what is live",
+                self.by.name()
+            ));
+        }
+        v
+    }
+
     pub fn report_args(&self) -> ReportArgs {
         ReportArgs {
             log: self.log.clone(),

@@ -39,7 +39,7 @@ pub struct FreesArgs {
     /// Only this memory domain (name or id).
     #[arg(long, value_name = "NAME")]
     pub domain: Option<String>,
-    /// Free sites listed per allocation site (default 20).
+    /// Free sites listed per allocation site (default 20; 0: no limit).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Machine-readable JSON output (see JSON.md).

@@ -37,7 +37,7 @@ pub struct DomainInstances {
     pub types: Vec<InstanceFigures>,
     /// Per instance context.
     pub contexts: Vec<InstanceFigures>,
-    /// Contexts left out by `--limit` or `--min-bytes`.
+    /// Contexts left out by `--depth`, `--limit` or `--min-bytes`.
     pub hidden_contexts: u64,
 }
 
@@ -98,8 +98,12 @@ fn outermost_of_type(state: &ReplayState, node: NodeId) -> bool {
     true
 }
 
-/// Per-type and per-context figures of one domain, unsorted and unfiltered.
-pub fn domain_instances(state: &ReplayState, d: &DomainFigures) -> (Vec<InstanceFigures>, Vec<InstanceFigures>) {
+/// Per-type and per-context figures of one domain (each context's with its node),
+/// unsorted and unfiltered.
+pub fn domain_instances(
+    state: &ReplayState,
+    d: &DomainFigures,
+) -> (Vec<InstanceFigures>, Vec<(NodeId, InstanceFigures)>) {
     let mut types: BTreeMap<String, (u64, u64, Agg)> = BTreeMap::new();
     let mut contexts = Vec::new();
     for (i, n) in state.nodes.iter().enumerate() {
@@ -108,7 +112,7 @@ pub fn domain_instances(state: &ReplayState, d: &DomainFigures) -> (Vec<Instance
             continue;
         }
         let node = i as NodeId;
-        contexts.push(InstanceFigures::new(state.node_path(node), 1, n.instances, a));
+        contexts.push((node, InstanceFigures::new(state.node_path(node), 1, n.instances, a)));
         if outermost_of_type(state, node) {
             let t = types.entry(figures::type_name(state, node)).or_default();
             t.0 += 1;
@@ -138,13 +142,15 @@ pub fn build(l: &Loaded) -> Instances {
     let limit = sel.limit_or(DEFAULT_LIMIT);
     let mut domains = Vec::new();
     for d in figures::compute(state, sel) {
-        let (mut types, mut contexts) = domain_instances(state, &d);
+        let (mut types, contexts) = domain_instances(state, &d);
         if types.is_empty() {
             continue;
         }
+        let all = contexts.len() as u64;
+        let mut contexts: Vec<InstanceFigures> =
+            contexts.into_iter().filter(|(node, _)| sel.depth_shown(state, *node)).map(|(_, c)| c).collect();
         sort_rows(&mut types, sel.sort, keys);
         sort_rows(&mut contexts, sel.sort, keys);
-        let all = contexts.len() as u64;
         contexts.retain(|c| c.bytes.max(c.peak_bytes) >= sel.min_bytes);
         contexts.truncate(limit);
         domains.push(DomainInstances {

@@ -44,7 +44,7 @@ pub struct DomainLeaks {
     pub bytes: u64,
     pub count: u64,
     pub contexts: Vec<LeakContext>,
-    /// Contexts left out by `--limit` or `--min-bytes`.
+    /// Contexts left out by `--depth`, `--limit` or `--min-bytes`.
     pub hidden_contexts: u64,
     /// The same live allocations by callstack alone, largest first.
     pub stacks: Vec<LeakStack>,
@@ -158,7 +158,7 @@ fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
             peak: 0,
         });
         let all = contexts.len() as u64;
-        contexts.retain(|(_, c)| c.bytes >= sel.min_bytes);
+        contexts.retain(|(node, c)| c.bytes >= sel.min_bytes && sel.depth_shown(state, *node));
         contexts.truncate(limit);
         for (i, (node, _)) in contexts.iter().enumerate() {
             listed.insert((d, *node), (domains.len(), i));

@@ -25,6 +25,7 @@ pub mod series;
 pub mod sites;
 pub mod summarize;
 pub mod table;
+pub mod takes;
 pub mod timeline_chart;
 pub mod top;
 pub mod tree;
@@ -36,9 +37,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::replay::{Replay, ReplayState};
+use crate::symbols::Symbolizer;
 use crate::CliError;
 
-pub use select::{At, ReportArgs, Selection, SortKey};
+pub use select::{At, ReportArgs, Selection, SharedOption, SortKey, Takes};
 
 /// Version of the JSON schemas (`JSON.md`); bumped only for incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -162,29 +164,33 @@ pub enum ReportKind {
 }
 
 /// Runs one report on the log of `args`, writing text or JSON to `out`. Returns the exit
-/// status (0). `leaks` symbolicates its sites with [`run_leaks`]; here it does not.
+/// status (0). `summarize` and `efficiency` symbolicate their sites as `replay-cli` runs
+/// them; here `leaks` does not (see [`run_leaks`]). Shared options the report does not
+/// read are refused ([`takes`]).
 pub fn run(
     kind: ReportKind,
     args: &ReportArgs,
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
+    let default_symbols = callstacks::SymbolArgs::default;
     match kind {
         ReportKind::Leaks => {
             let symbols = callstacks::SymbolArgs { no_symbols: true, ..Default::default() };
             return run_leaks(args, &symbols, progress, out);
         }
-        // As `replay-cli summarize` runs it: its sites symbolicated.
-        ReportKind::Summarize => return run_summarize(args, &callstacks::SymbolArgs::default(), progress, out),
-        _ => {}
+        // As `replay-cli` runs them: their sites symbolicated.
+        ReportKind::Summarize => return run_summarize(args, &default_symbols(), progress, out),
+        ReportKind::Efficiency => return run_efficiency(args, &default_symbols(), progress, out),
+        ReportKind::Tree => takes::TREE.check(args)?,
+        ReportKind::Instances => takes::INSTANCES.check(args)?,
     }
     let loaded = load(args, progress)?;
     let start = Instant::now();
     let text = match kind {
         ReportKind::Tree => render(&tree::build(&loaded), args.json, tree::Tree::to_text),
-        ReportKind::Efficiency => render(&efficiency::build(&loaded), args.json, efficiency::Efficiency::to_text),
         ReportKind::Instances => render(&instances::build(&loaded), args.json, instances::Instances::to_text),
-        ReportKind::Summarize | ReportKind::Leaks => unreachable!("handled above"),
+        ReportKind::Summarize | ReportKind::Leaks | ReportKind::Efficiency => unreachable!("handled above"),
     };
     tracing::debug!("built the {kind:?} report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, text.as_bytes(), out)
@@ -197,21 +203,56 @@ pub fn run_summarize(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
+    takes::SUMMARIZE.check(args)?;
     symbols.options()?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
-    // The module map is read (from the log's metadata blocks) while the summary is built.
-    let (mut report, syms) = rayon::join(
-        || summarize::build(&loaded),
-        || (!symbols.no_symbols).then(|| callstacks::symbolizer(&loaded, symbols)).transpose(),
-    );
-    if let Some(mut syms) = syms? {
-        if !report.sites.is_empty() {
-            report.symbolize(loaded.state(), &mut syms);
+    let report = build_symbolized(&loaded, symbols, summarize::build, |r, state, syms| {
+        if !r.sites.is_empty() {
+            r.symbolize(state, syms);
         }
-    }
+    })?;
     tracing::debug!("built the Summarize report in {:.3} s", start.elapsed().as_secs_f64());
     write_output(None, render(&report, args.json, summarize::Summary::to_text).as_bytes(), out)
+}
+
+/// `efficiency`, with its allocation sites symbolicated unless `symbols.no_symbols`.
+pub fn run_efficiency(
+    args: &ReportArgs,
+    symbols: &callstacks::SymbolArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, CliError> {
+    takes::EFFICIENCY.check(args)?;
+    symbols.options()?;
+    let loaded = load(args, progress)?;
+    let start = Instant::now();
+    let report = build_symbolized(&loaded, symbols, efficiency::build, |r, state, syms| {
+        if !r.sites.is_empty() {
+            r.symbolize(state, syms);
+        }
+    })?;
+    tracing::debug!("built the Efficiency report in {:.3} s", start.elapsed().as_secs_f64());
+    write_output(None, render(&report, args.json, efficiency::Efficiency::to_text).as_bytes(), out)
+}
+
+/// Builds a report with `build` while another thread reads the log's module map for a
+/// symbolizer (unless `symbols.no_symbols`), then names the report's sites with it
+/// (`symbolize`).
+fn build_symbolized<T: Send>(
+    loaded: &Loaded,
+    symbols: &callstacks::SymbolArgs,
+    build: impl FnOnce(&Loaded) -> T + Send,
+    symbolize: impl FnOnce(&mut T, &ReplayState, &mut Symbolizer),
+) -> Result<T, CliError> {
+    let (mut report, syms) = rayon::join(
+        || build(loaded),
+        || (!symbols.no_symbols).then(|| callstacks::symbolizer(loaded, symbols)).transpose(),
+    );
+    if let Some(mut syms) = syms? {
+        symbolize(&mut report, loaded.state(), &mut syms);
+    }
+    Ok(report)
 }
 
 /// `leaks`, with its sites symbolicated unless `symbols.no_symbols`.
@@ -221,11 +262,7 @@ pub fn run_leaks(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    if args.at.is_some() {
-        return Err(CliError::Usage(
-            "leaks are the allocations live at the end of the log; --at does not apply to `leaks`".into(),
-        ));
-    }
+    takes::LEAKS.check(args)?;
     symbols.options()?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
@@ -261,6 +298,7 @@ pub fn run_flamegraph(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
+    select::refuse(args.refusals())?;
     args.symbols.options()?;
     if let Some(o) = &args.output {
         check_output(o)?;
@@ -295,18 +333,6 @@ fn write_output(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Writ
     Ok(0)
 }
 
-/// Options that make no sense for a view over time (`timeline`, `export --format
-/// chrome-trace`): it covers every thread and the whole recording.
-fn reject_point_options(args: &ReportArgs, what: &str) -> Result<(), CliError> {
-    if args.thread.is_some() {
-        return Err(CliError::Usage(format!("{what} covers every thread; --thread does not apply")));
-    }
-    if args.at.is_some() {
-        return Err(CliError::Usage(format!("{what} covers the whole recording; --at does not apply")));
-    }
-    Ok(())
-}
-
 /// The image format of `timeline`, from `--format` or the output's extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ImageFormat {
@@ -323,7 +349,7 @@ pub fn run_timeline(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    reject_point_options(args, "the timeline")?;
+    takes::TIMELINE.check(args)?;
     let format = match format {
         Some(f) => f,
         None => match output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
@@ -380,13 +406,25 @@ pub fn run_export(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    match format {
-        export::ExportFormat::ChromeTrace => reject_point_options(args, "the Chrome trace")?,
-        export::ExportFormat::Pprof => {
-            reject_point_options(args, "the pprof profile")?;
-            symbols.options()?;
+    let takes = match format {
+        export::ExportFormat::Json => takes::EXPORT_JSON,
+        export::ExportFormat::Csv => takes::EXPORT_CSV,
+        export::ExportFormat::ChromeTrace => takes::EXPORT_CHROME_TRACE,
+        export::ExportFormat::Pprof => takes::EXPORT_PPROF,
+    };
+    let mut refusals = takes.refusals(args);
+    if format != export::ExportFormat::Pprof {
+        let only_pprof = "only `--format pprof` names callstacks";
+        if !symbols.symbols.is_empty() {
+            refusals.push(format!("{} does not take --symbols: {only_pprof}", takes.command));
         }
-        export::ExportFormat::Json | export::ExportFormat::Csv => {}
+        if symbols.no_symbols {
+            refusals.push(format!("{} does not take --no-symbols: {only_pprof}", takes.command));
+        }
+    }
+    select::refuse(refusals)?;
+    if format == export::ExportFormat::Pprof {
+        symbols.options()?;
     }
     if let Some(p) = output.filter(|p| *p != Path::new("-")) {
         check_output(p)?;
@@ -421,6 +459,7 @@ pub fn run_html(
     opts: &html::HtmlOptions,
     progress: Progress,
 ) -> Result<u8, CliError> {
+    takes::REPORT.check(args)?;
     let write_error = |error| CliError::Write { path: output.to_owned(), error };
     if output.is_dir() {
         return Err(write_error(std::io::Error::other("it is a directory")));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::replay::state::{FxMap, Held, Marker};
+use crate::replay::state::{FxMap, Held, Marker, NodeId};
 use crate::replay::{ReplayOptions, ReplayState};
 use crate::CliError;
 
@@ -94,13 +94,13 @@ pub struct ReportArgs {
     /// Deepest context level shown (1 = top-level contexts only).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub depth: Option<u32>,
-    /// Hide rows with fewer bytes than this (4096, 64KiB, 1MiB).
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "0")]
-    pub min_bytes: u64,
-    /// Order of lists and of the tree's children.
-    #[arg(long, value_enum, default_value_t = SortKey::Bytes)]
-    pub sort: SortKey,
-    /// Rows per list (default 20; 10 per list in `summarize`).
+    /// Hide rows with fewer bytes than this (4096, 64KiB, 1MiB; default 0).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub min_bytes: Option<u64>,
+    /// Order of lists and of the tree's children (default: bytes).
+    #[arg(long, value_enum)]
+    pub sort: Option<SortKey>,
+    /// Rows per list (default 20; 10 per list in `summarize`; 0: no limit).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
 }
@@ -119,6 +119,105 @@ impl ReportArgs {
                 _ => None,
             },
         }
+    }
+}
+
+/// One of the shared options of [`ReportArgs`], as a command declares what it reads
+/// ([`Takes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedOption {
+    Domain,
+    Thread,
+    At,
+    Json,
+    Depth,
+    MinBytes,
+    Sort,
+    Limit,
+}
+
+impl SharedOption {
+    /// Every shared option, in the order `--help` lists them.
+    pub const ALL: [SharedOption; 8] = [
+        SharedOption::Domain,
+        SharedOption::Thread,
+        SharedOption::At,
+        SharedOption::Json,
+        SharedOption::Depth,
+        SharedOption::MinBytes,
+        SharedOption::Sort,
+        SharedOption::Limit,
+    ];
+
+    /// The option as typed: `--min-bytes`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            SharedOption::Domain => "--domain",
+            SharedOption::Thread => "--thread",
+            SharedOption::At => "--at",
+            SharedOption::Json => "--json",
+            SharedOption::Depth => "--depth",
+            SharedOption::MinBytes => "--min-bytes",
+            SharedOption::Sort => "--sort",
+            SharedOption::Limit => "--limit",
+        }
+    }
+
+    /// Whether `args` gives the option (rather than leaving it to its default).
+    pub fn given(self, args: &ReportArgs) -> bool {
+        match self {
+            SharedOption::Domain => args.domain.is_some(),
+            SharedOption::Thread => args.thread.is_some(),
+            SharedOption::At => args.at.is_some(),
+            SharedOption::Json => args.json,
+            SharedOption::Depth => args.depth.is_some(),
+            SharedOption::MinBytes => args.min_bytes.is_some(),
+            SharedOption::Sort => args.sort.is_some(),
+            SharedOption::Limit => args.limit.is_some(),
+        }
+    }
+}
+
+/// What a command does with the shared options: the ones it reads, and why it takes none
+/// of the others. [`Takes::check`] refuses every option given that the command does not
+/// read, so that none is accepted and then ignored.
+#[derive(Debug, Clone, Copy)]
+pub struct Takes {
+    /// The command as messages name it: `timeline`, `export --format csv`.
+    pub command: &'static str,
+    /// The shared options it reads.
+    pub reads: &'static [SharedOption],
+    /// Why it does not take one of the others (what the message says after the option).
+    pub why_not: &'static [(SharedOption, &'static str)],
+}
+
+impl Takes {
+    /// One line per option given in `args` that the command does not read:
+    /// `timeline does not take --json: it draws SVG (or PNG); …`.
+    pub fn refusals(&self, args: &ReportArgs) -> Vec<String> {
+        SharedOption::ALL
+            .into_iter()
+            .filter(|o| o.given(args) && !self.reads.contains(o))
+            .map(|o| match self.why_not.iter().find(|(w, _)| *w == o) {
+                Some((_, why)) => format!("{} does not take {}: {why}", self.command, o.flag()),
+                None => format!("{} does not take {}", self.command, o.flag()),
+            })
+            .collect()
+    }
+
+    /// Refuses the options given in `args` that the command does not read (all of them,
+    /// one line each).
+    pub fn check(&self, args: &ReportArgs) -> Result<(), CliError> {
+        refuse(self.refusals(args))
+    }
+}
+
+/// A usage error of `refusals`, one line each; `Ok` when there are none.
+pub fn refuse(refusals: Vec<String>) -> Result<(), CliError> {
+    if refusals.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Usage(refusals.join("\n")))
     }
 }
 
@@ -146,7 +245,7 @@ pub struct Selection {
     pub depth: Option<u32>,
     pub min_bytes: u64,
     pub sort: SortKey,
-    /// Rows per list, if `--limit` was given.
+    /// Rows per list, if `--limit` was given (0: no limit).
     pub limit: Option<usize>,
     /// What each slot held at the point (`None` at the end: read the slots themselves).
     held: Option<FxMap<u32, Held>>,
@@ -179,8 +278,8 @@ impl Selection {
             thread,
             point,
             depth: args.depth,
-            min_bytes: args.min_bytes,
-            sort: args.sort,
+            min_bytes: args.min_bytes.unwrap_or(0),
+            sort: args.sort.unwrap_or_default(),
             limit: args.limit,
             held,
         })
@@ -191,9 +290,19 @@ impl Selection {
         Selection { domains, ..self.clone() }
     }
 
-    /// Rows per list: `--limit`, or `default`.
+    /// Rows per list: `--limit`, or `default`; `--limit 0` is no limit (`usize::MAX`).
     pub fn limit_or(&self, default: usize) -> usize {
-        self.limit.unwrap_or(default)
+        match self.limit {
+            None => default,
+            Some(0) => usize::MAX,
+            Some(n) => n,
+        }
+    }
+
+    /// Whether rows of context `node` are shown under `--depth` (the root, outside any
+    /// context, always is).
+    pub fn depth_shown(&self, state: &ReplayState, node: NodeId) -> bool {
+        self.depth.is_none_or(|max| super::figures::depth(state, node) <= max)
     }
 
     /// Whether figures are read at the end of the log (no `--at`).

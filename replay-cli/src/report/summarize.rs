@@ -422,14 +422,14 @@ pub fn build(l: &Loaded) -> Summary {
             let Some(groups) = by_context.remove(&d) else { continue };
             let mut groups: Vec<(u32, (u64, u64))> = groups.into_iter().collect();
             groups.sort_unstable_by_key(|&(node, _)| node);
-            leaks.extend(groups.into_iter().filter(|(_, (bytes, _))| *bytes >= sel.min_bytes).map(
-                |(node, (bytes, count))| LeakGroup {
-                    domain: state.domain_name(d),
-                    context: state.node_path(node),
-                    bytes,
-                    count,
-                },
-            ));
+            let shown =
+                |&(node, (bytes, _)): &(u32, (u64, u64))| bytes >= sel.min_bytes && sel.depth_shown(state, node);
+            leaks.extend(groups.into_iter().filter(shown).map(|(node, (bytes, count))| LeakGroup {
+                domain: state.domain_name(d),
+                context: state.node_path(node),
+                bytes,
+                count,
+            }));
         }
         sort_rows(&mut leaks, sel.sort, |g| context_keys(g.bytes, g.count, &g.context));
         leaks.truncate(limit);
@@ -437,7 +437,7 @@ pub fn build(l: &Loaded) -> Summary {
         let mut temporaries: Vec<TemporaryGroup> = Vec::new();
         for d in &figs {
             for (node, a) in d.exclusive.iter().enumerate() {
-                if a.temp_count > 0 {
+                if a.temp_count > 0 && sel.depth_shown(state, node as u32) {
                     temporaries.push(TemporaryGroup {
                         domain: state.domain_name(d.domain),
                         context: state.node_path(node as u32),
@@ -590,12 +590,13 @@ fn context_keys(bytes: u64, count: u64, name: &str) -> Keys<'_> {
 fn lists(l: &Loaded, d: &DomainFigures, limit: usize, figure: impl Fn(&figures::Agg) -> (u64, u64)) -> ContextLists {
     let state = l.state();
     let sel = &l.sel;
-    let depth_ok = |node: usize| sel.depth.is_none_or(|max| figures::depth(state, node as u32) <= max);
     let list = |aggs: &[figures::Agg], with_root: bool| {
         let mut rows: Vec<ContextAmount> = aggs
             .iter()
             .enumerate()
-            .filter(|&(node, a)| (with_root || node != ROOT as usize) && depth_ok(node) && figure(a).0 > 0)
+            .filter(|&(node, a)| {
+                (with_root || node != ROOT as usize) && sel.depth_shown(state, node as u32) && figure(a).0 > 0
+            })
             .filter(|&(_, a)| figure(a).0 >= sel.min_bytes)
             .map(|(node, a)| {
                 let (bytes, count) = figure(a);

@@ -51,7 +51,7 @@ pub struct TopArgs {
     /// Hide rows with fewer bytes than this (of the ranking figure).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "0")]
     pub min_bytes: u64,
-    /// Rows per domain (default 20).
+    /// Rows per domain (default 20; 0: no limit).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Machine-readable JSON output (see JSON.md).
@@ -74,7 +74,7 @@ impl TopArgs {
             thread: self.thread.clone(),
             at: self.at.clone(),
             json: self.json,
-            min_bytes: self.min_bytes,
+            min_bytes: Some(self.min_bytes),
             limit: self.limit,
             ..ReportArgs::default()
         }
