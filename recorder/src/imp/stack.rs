@@ -4,10 +4,10 @@
 //! Where a stack starts is fixed by an [`Anchor`], not by counting frames: a count of
 //! frames to skip depends on what the optimizer inlined (the allocator shim is usually
 //! inlined into the game's code in a release build, so skipping "one shim frame" dropped
-//! the game's own function). The hook that records (an `#[inline(never)]` function) takes
-//! the address of one of its locals; every frame below it on the stack is the
-//! recorder's, and the first return address kept is the one back into the hook's caller,
-//! whatever that caller is after inlining. The allocator shim, when it was not inlined,
+//! the game's own function). The hook that records (an `#[inline(never)]` function) reads
+//! its own stack pointer; every frame at or below it on the stack is the recorder's, and
+//! the first return address kept is the one back into the hook's caller, whatever that
+//! caller is after inlining. The allocator shim, when it was not inlined,
 //! is that caller, and the analyzer trims it by name; the frame-pointer walk and the
 //! unwinder start at the same frame.
 
@@ -19,13 +19,29 @@ use crate::config::StackCapture;
 pub(crate) struct Anchor(usize);
 
 impl Anchor {
-    /// The anchor of the calling function's frame. Must be inlined into the hook itself
-    /// (an `#[inline(never)]` function), so that the local lives in the hook's frame.
+    /// The anchor of the calling function's frame: its stack pointer, which is at or
+    /// below its locals and above the frames of whatever it calls. Must be inlined into
+    /// the hook itself (an `#[inline(never)]` function).
     #[inline(always)]
     pub(crate) fn here() -> Anchor {
-        let local = 0u8;
-        // `black_box` keeps the local in memory, in this frame, with an address.
-        Anchor(std::hint::black_box(&local) as *const u8 as usize)
+        let sp: usize;
+        // SAFETY: reads the stack pointer; touches no memory and no flags.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+        };
+        // SAFETY: as above.
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags))
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        {
+            // Elsewhere a local's address, kept in this frame by `black_box`.
+            let local = 0u8;
+            sp = std::hint::black_box(&local) as *const u8 as usize;
+        }
+        Anchor(sp)
     }
 }
 
@@ -58,8 +74,8 @@ pub(crate) unsafe fn capture(
 /// reading wild memory.
 ///
 /// Frame records below the anchor are the recorder's (whatever was not inlined into the
-/// hook); the hook's own record is the first above it (the frame pointer sits above a
-/// frame's locals), and its return address is the first one kept.
+/// hook); the hook's own record is the first at or above it (a frame pointer is at or
+/// above its frame's stack pointer), and its return address is the first one kept.
 #[inline(always)]
 unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usize, hi: usize) -> usize {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -81,7 +97,7 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usi
             if ret == 0 {
                 break;
             }
-            if fp > anchor.0 {
+            if fp >= anchor.0 {
                 // SAFETY: `n < max`, and `out` has room for `max` addresses.
                 unsafe { out.add(n).write_unaligned(ret as u64) };
                 n += 1;
@@ -133,8 +149,8 @@ mod unwinder {
 
     /// Each frame, innermost first. `_Unwind_GetCFA` gives a frame's stack pointer (the
     /// CFA of the frame it called: libgcc and LLVM's libunwind agree), so the frames of
-    /// the hook and of what it called are at or below the hook's anchor (a local of the
-    /// hook), and the first frame above it is the hook's caller.
+    /// the hook and of what it called are at or below the hook's anchor (its stack
+    /// pointer), and the first frame above it is the hook's caller.
     pub extern "C" fn step(ctx: *mut Context, arg: *mut c_void) -> Reason {
         // SAFETY: `arg` is the `State` that `unwind` passed to `_Unwind_Backtrace`.
         let st = unsafe { &mut *(arg as *mut State) };
