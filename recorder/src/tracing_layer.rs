@@ -8,29 +8,46 @@
 //!     .with(memreplay::tracing_layer::ContextLayer::new().with_fields(&["asset"]))
 //!     .init();
 //! let _span = tracing::info_span!("load", asset = "rock.dds").entered();
-//! // allocations here belong to the context "load asset=rock.dds" of type "Span"
+//! // allocations here belong to the context "load asset=rock.dds" of type "load"
 //! ```
 //!
-//! The context's name is computed once, when the span is created, and kept in the span's
-//! extensions; entering and leaving a span then cost one context push and pop. The name
-//! is allocated and freed with recording suspended (`on_new_span`, `on_close`), so the
-//! log sees neither half of it.
+//! A span's context type is, by default, its name in its metadata (Bevy's `schedule`,
+//! `system`, `system_commands`), so spans of different kinds never share a context: the
+//! analyzer keys a context by its parent, type and name, and `system{name="foo"}` and
+//! `system_commands{name="foo"}` become `system:foo` and `system_commands:foo` (with
+//! [`ContextLayer::name_from_field`]`("name")`). [`ContextLayer::type_from`] picks the
+//! type from the metadata another way (the target, a table); [`ContextLayer::with_type`]
+//! gives every span one type.
+//!
+//! The context's type and name are computed once, when the span is created, and kept in
+//! the span's extensions; entering and leaving a span then cost one context push and
+//! pop. The name is allocated and freed with recording suspended (`on_new_span`,
+//! `on_close`), so the log sees neither half of it.
 
 use std::fmt::Write as _;
 
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Id, Record};
-use tracing_core::Subscriber;
+use tracing_core::{Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Turns spans into contexts. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct ContextLayer {
-    context_type: &'static str,
+    context_type: ContextType,
     fields: Vec<&'static str>,
     name_field: Option<&'static str>,
     instance: bool,
+}
+
+/// How a span's context type is chosen.
+#[derive(Debug, Clone, Copy)]
+enum ContextType {
+    /// The same for every span ([`ContextLayer::with_type`]).
+    Fixed(&'static str),
+    /// From the span's metadata ([`ContextLayer::type_from`]; its name by default).
+    From(fn(&'static Metadata<'static>) -> &'static str),
 }
 
 impl Default for ContextLayer {
@@ -39,22 +56,41 @@ impl Default for ContextLayer {
     }
 }
 
-/// The context name of a span, stored in its extensions. Allocated and freed unrecorded.
-struct ContextName(String);
+/// The context type and name of a span, stored in its extensions. Allocated and freed
+/// unrecorded.
+struct ContextName {
+    ty: &'static str,
+    name: String,
+}
 
 /// Zero-sized: inserted and removed (recorded) before [`ContextName`] is inserted
 /// (unrecorded), so that the extension map's table never grows unrecorded.
 struct Room;
 
 impl ContextLayer {
-    /// Contexts of type "Span" named after the span.
+    /// Contexts typed by their span's name (`load`, `system`) and named after the span.
     pub fn new() -> Self {
-        ContextLayer { context_type: "Span", fields: Vec::new(), name_field: None, instance: false }
+        ContextLayer {
+            context_type: ContextType::From(Metadata::name),
+            fields: Vec::new(),
+            name_field: None,
+            instance: false,
+        }
     }
 
-    /// The context type every span's context gets (default "Span").
+    /// Gives every span's context this type, whatever the span (by default each span's
+    /// context type is the span's name). Spans of different kinds with the same name then
+    /// share a context.
     pub fn with_type(mut self, context_type: &'static str) -> Self {
-        self.context_type = context_type;
+        self.context_type = ContextType::Fixed(context_type);
+        self
+    }
+
+    /// Takes each span's context type from its metadata: `|m| m.target()` types contexts
+    /// by module, `|m| match m.name() { "system" | "system_commands" => "System", n => n }`
+    /// merges kinds. The default is `|m| m.name()`.
+    pub fn type_from(mut self, f: fn(&'static Metadata<'static>) -> &'static str) -> Self {
+        self.context_type = ContextType::From(f);
         self
     }
 
@@ -65,7 +101,8 @@ impl ContextLayer {
     }
 
     /// Names the context after this field's value instead of the span's name, when the
-    /// span has it (Bevy's `system` spans carry the system's name in `name`).
+    /// span has it (Bevy's `schedule`, `system` and `system_commands` spans carry the
+    /// schedule's or the system's name in `name`).
     pub fn name_from_field(mut self, field: &'static str) -> Self {
         self.name_field = Some(field);
         self
@@ -75,6 +112,13 @@ impl ContextLayer {
     pub fn instances(mut self, on: bool) -> Self {
         self.instance = on;
         self
+    }
+
+    fn context_type(&self, meta: &'static Metadata<'static>) -> &'static str {
+        match self.context_type {
+            ContextType::Fixed(ty) => ty,
+            ContextType::From(f) => f(meta),
+        }
     }
 
     fn context_name(&self, span_name: &str, attrs: &Attributes<'_>) -> String {
@@ -127,7 +171,12 @@ where
         let _ = ext.remove::<Room>();
         // The name is the layer's memory, not the program's: keep it out of the log. It
         // is freed in `on_close`, unrecorded too (the registry would free it recorded).
-        crate::untracked(|| ext.insert(ContextName(self.context_name(span.name(), attrs))));
+        crate::untracked(|| {
+            ext.insert(ContextName {
+                ty: self.context_type(span.metadata()),
+                name: self.context_name(span.name(), attrs),
+            })
+        });
     }
 
     fn on_record(&self, _id: &Id, _values: &Record<'_>, _ctx: Context<'_, S>) {}
@@ -135,11 +184,14 @@ where
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id) {
             let ext = span.extensions();
-            let name = ext.get::<ContextName>().map_or(span.name(), |n| n.0.as_str());
+            let (ty, name) = match ext.get::<ContextName>() {
+                Some(c) => (c.ty, c.name.as_str()),
+                None => (self.context_type(span.metadata()), span.name()),
+            };
             #[cfg(feature = "capture_replay_log")]
-            crate::imp::context_push(self.context_type, format_args!("{name}"), self.instance);
+            crate::imp::context_push(ty, format_args!("{name}"), self.instance);
             #[cfg(not(feature = "capture_replay_log"))]
-            let _ = name;
+            let _ = (ty, name);
         }
     }
 

@@ -3,6 +3,7 @@
 use std::alloc::System;
 use std::collections::{HashMap, HashSet};
 
+use memreplay::tracing_layer::ContextLayer;
 use memreplay_format::{merge_by_seq, Event, Log, Part, HEAP_DOMAIN};
 use tracing_subscriber::prelude::*;
 
@@ -11,41 +12,30 @@ static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
 
 #[test]
 fn entered_spans_become_contexts() {
-    let layer = memreplay::tracing_layer::ContextLayer::new().with_type("System").with_fields(&["asset"]);
-    let subscriber = tracing_subscriber::registry().with(layer);
     let path = std::env::temp_dir().join(format!("memreplay-tracing-{}.mrl", std::process::id()));
-    tracing::subscriber::with_default(subscriber, || {
-        memreplay::start(memreplay::Config::new(&path)).unwrap();
-        {
-            let _load = tracing::info_span!("load", asset = "rock.dds", ignored = 3).entered();
-            let v = vec![0u8; 31_337];
-            drop(v);
-        }
-        memreplay::stop().unwrap();
+    let layer = ContextLayer::new().with_fields(&["asset"]);
+    let load = |size| tracing::info_span!("load", asset = "rock.dds", ignored = 3).in_scope(|| alloc(size));
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    // By default, a context's type is its span's name.
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer.clone()), || load(31_337));
+    // One type for every span.
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer.clone().with_type("System")), || {
+        load(31_338)
     });
+    // A type from the span's metadata: here its target, the module it is in.
+    let by_target = layer.type_from(|m| m.target());
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(by_target), || load(31_339));
+    memreplay::stop().unwrap();
     let log = Log::open(&path).unwrap();
     std::fs::remove_file(&path).ok();
-    let names: HashMap<u32, &str> = log
-        .events()
-        .filter_map(|(_, e)| match e {
-            Event::DefineString { id, text } => Some((*id, text.as_str())),
-            _ => None,
-        })
-        .collect();
-    let types: HashMap<u32, &str> = log
-        .events()
-        .filter_map(|(_, e)| match e {
-            Event::DefineContextType { id, name } => Some((*id, names[name])),
-            _ => None,
-        })
-        .collect();
-    let events: Vec<&Event> = log.events().map(|(_, e)| e).collect();
-    let push = events.iter().position(|e| matches!(e, Event::ContextPush { .. })).expect("a context push");
-    let Event::ContextPush { ty, name, .. } = events[push] else { unreachable!() };
-    assert_eq!((types[ty], names[name]), ("System", "load asset=rock.dds"));
-    let alloc = events.iter().position(|e| matches!(e, Event::Alloc { size: 31_337, .. })).unwrap();
-    let pop = events.iter().position(|e| matches!(e, Event::ContextPop)).unwrap();
-    assert!(push < alloc && alloc < pop, "the allocation is made inside the span's context");
+    assert_eq!(
+        paths_of(&log, &[31_337, 31_338, 31_339]),
+        [
+            (31_337, "load:load asset=rock.dds".to_owned()),
+            (31_338, "System:load asset=rock.dds".to_owned()),
+            (31_339, "tracing_layer:load asset=rock.dds".to_owned()),
+        ]
+    );
 }
 
 const ROUNDS: usize = 400;
@@ -63,7 +53,7 @@ fn span_churn_child() {
     std::thread::Builder::new()
         .name("spans".into())
         .spawn(|| {
-            let layer = memreplay::tracing_layer::ContextLayer::new().with_fields(&["asset", "n"]);
+            let layer = ContextLayer::new().with_fields(&["asset", "n"]);
             let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
             let mut kept = Vec::new();
             for i in 0..ROUNDS {
@@ -169,4 +159,57 @@ fn span_names_are_neither_allocated_nor_freed_in_the_log() {
         bad.len(),
         &bad[..bad.len().min(5)]
     );
+}
+
+/// One heap allocation of `size` bytes, kept from the optimiser.
+fn alloc(size: usize) {
+    std::hint::black_box(Vec::<u8>::with_capacity(size));
+}
+
+/// The log's strings, by id.
+fn strings(log: &Log) -> HashMap<u32, &str> {
+    log.events()
+        .filter_map(|(_, e)| match e {
+            Event::DefineString { id, text } => Some((*id, text.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The log's context types' names, by id.
+fn context_types<'a>(log: &'a Log, names: &HashMap<u32, &'a str>) -> HashMap<u32, &'a str> {
+    log.events()
+        .filter_map(|(_, e)| match e {
+            Event::DefineContextType { id, name } => Some((*id, names[name])),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The context path ("type:name/type:name", or "(no context)") of the heap allocation of
+/// each of `sizes`, in that order, from each thread's pushes and pops. Fails on a pop
+/// with nothing to pop and on a thread still inside a context at the end of the log.
+fn paths_of(log: &Log, sizes: &[u64]) -> Vec<(u64, String)> {
+    let names = strings(log);
+    let types = context_types(log, &names);
+    let mut stacks: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut found = HashMap::new();
+    for te in merge_by_seq(&log.blocks) {
+        let stack = stacks.entry(te.thread).or_default();
+        match *te.event {
+            Event::ContextPush { ty, name, .. } => stack.push(format!("{}:{}", types[&ty], names[&name])),
+            Event::ContextPop => {
+                assert!(stack.pop().is_some(), "a pop with no context on thread {}", te.thread);
+            }
+            Event::Alloc { domain: HEAP_DOMAIN, size, .. } if sizes.contains(&size) => {
+                let path = if stack.is_empty() { "(no context)".to_owned() } else { stack.join("/") };
+                assert!(found.insert(size, path).is_none(), "two allocations of {size} bytes");
+            }
+            _ => {}
+        }
+    }
+    for (thread, stack) in &stacks {
+        assert!(stack.is_empty(), "thread {thread} ends inside {stack:?}");
+    }
+    sizes.iter().map(|size| (*size, found.remove(size).unwrap_or_else(|| panic!("no allocation of {size}")))).collect()
 }
