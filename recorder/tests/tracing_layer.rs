@@ -38,6 +38,102 @@ fn entered_spans_become_contexts() {
     );
 }
 
+/// The child side of `worker_spans_are_placed_under_their_parents`: a Bevy app's spans,
+/// with their names and fields. The main thread runs the schedules
+/// (`schedule{name=?label}`) and applies commands (`system_commands{name=...}`); systems
+/// run on worker threads (`system{name=...}`).
+#[test]
+fn worker_spans_child() {
+    let Ok(path) = std::env::var("MEMREPLAY_TEST_WORKER_SPANS") else { return };
+    #[derive(Debug)]
+    struct Main;
+    #[derive(Debug)]
+    struct Update;
+    let layer = ContextLayer::new().name_from_field("name");
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    // Spans made once, when the app is built, under a span that has long exited when
+    // they are entered (Bevy 0.16 and earlier make its systems' spans so, 0.17 on with
+    // `parent: None`).
+    let (ai, commands, executor) = {
+        let _build = tracing::info_span!("plugin build", plugin = "GamePlugin").entered();
+        (
+            tracing::info_span!("system", name = "game::ai"),
+            tracing::info_span!(parent: None, "system_commands", name = "game::physics"),
+            tracing::info_span!("multithreaded executor"),
+        )
+    };
+    let main = tracing::info_span!("schedule", name = ?Main);
+    let main_entered = main.enter();
+    let update = tracing::info_span!("schedule", name = ?Update);
+    let update_entered = update.enter();
+    alloc(10_001);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            {
+                // Work handed over with its parent: under the parent's path.
+                let _physics = tracing::info_span!(parent: &update, "system", name = "game::physics").entered();
+                alloc(20_001);
+                // Bevy's `ParallelCommands` enters a system's commands span inside the system.
+                tracing::info_span!(parent: None, "system_commands", name = "game::physics").in_scope(|| alloc(20_002));
+                // A parent already on this thread's path is not pushed again.
+                tracing::info_span!(parent: &update, "par_for_each").in_scope(|| alloc(20_003));
+            }
+            alloc(20_004);
+        });
+        s.spawn(|| {
+            // Its parent is entered nowhere: a top-level context.
+            ai.in_scope(|| alloc(30_001));
+            // Re-entered (no new context), then exited before a span entered after it
+            // (its contexts wait for that span's).
+            let audio = tracing::info_span!(parent: &update, "system", name = "game::audio");
+            let audio_entered = audio.enter();
+            let par = tracing::info_span!("par_for_each").entered();
+            audio.in_scope(|| alloc(30_002));
+            drop(audio_entered);
+            alloc(30_003);
+            drop(par);
+            alloc(30_004);
+        });
+    });
+    // Commands applied on the main thread, under the schedule, and a span whose parent
+    // is entered nowhere: the thread's path, not the span's parent.
+    commands.in_scope(|| alloc(10_002));
+    executor.in_scope(|| alloc(10_003));
+    drop(update_entered);
+    drop(main_entered);
+    alloc(10_004);
+    memreplay::stop().unwrap();
+}
+
+/// Each allocation's context path, as the analyzer builds it: a worker's system under
+/// the schedule that spawned it, `system` and `system_commands` spans of one system apart
+/// (a context is keyed by its parent, type and name), and every thread's stack balanced.
+#[test]
+fn worker_spans_are_placed_under_their_parents() {
+    let log = run_child("worker_spans_child", "MEMREPLAY_TEST_WORKER_SPANS", "workers");
+    let update = "schedule:Main/schedule:Update";
+    let physics = format!("{update}/system:game::physics");
+    let audio_par = format!("{update}/system:game::audio/par_for_each:par_for_each");
+    let expected: Vec<(u64, String)> = [
+        (10_001, update.to_owned()),
+        (10_002, format!("{update}/system_commands:game::physics")),
+        (10_003, format!("{update}/multithreaded executor:multithreaded executor")),
+        (10_004, "(no context)".to_owned()),
+        (20_001, physics.clone()),
+        (20_002, format!("{physics}/system_commands:game::physics")),
+        (20_003, format!("{physics}/par_for_each:par_for_each")),
+        (20_004, "(no context)".to_owned()),
+        (30_001, "system:game::ai".to_owned()),
+        (30_002, audio_par.clone()),
+        (30_003, audio_par),
+        (30_004, "(no context)".to_owned()),
+    ]
+    .into();
+    let sizes: Vec<u64> = expected.iter().map(|(size, _)| *size).collect();
+    assert_eq!(paths_of(&log, &sizes), expected);
+}
+
 const ROUNDS: usize = 400;
 
 /// The child side of `span_names_are_neither_allocated_nor_freed_in_the_log`: does
@@ -77,32 +173,15 @@ fn span_churn_child() {
     memreplay::stop().unwrap();
 }
 
-/// The layer's own memory (span names) is out of the log on both sides: every heap free
-/// the log holds is of an address the log saw allocated and not yet freed. (A name
-/// allocated unrecorded but freed recorded by the registry when the span closes shows up
-/// as a free of an unseen address, and, as the next span reuses it, as a double free.)
+/// The layer's own memory (span names, the thread's list of entries) is out of the log
+/// on both sides: every heap free the log holds is of an address the log saw allocated
+/// and not yet freed. (A name allocated unrecorded but freed recorded by the registry
+/// when the span closes shows up as a free of an unseen address, and, as the next span
+/// reuses it, as a double free; so would the list, freed when the thread exits.)
 #[test]
 fn span_names_are_neither_allocated_nor_freed_in_the_log() {
-    let path = std::env::temp_dir().join(format!("memreplay-tracing-close-{}.mrl", std::process::id()));
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["span_churn_child", "--exact", "--test-threads=1", "--nocapture"])
-        .env("MEMREPLAY_TEST_SPAN_CHURN", &path)
-        .env_remove("MEMREPLAY_LOG")
-        .env_remove("MEMREPLAY_OPTIONS")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "child: {}", String::from_utf8_lossy(&out.stderr));
-    let log = Log::open(&path).unwrap();
-    std::fs::remove_file(&path).ok();
-    assert!(log.report.is_clean(), "{:?}", log.report);
-
-    let names: HashMap<u32, &str> = log
-        .events()
-        .filter_map(|(_, e)| match e {
-            Event::DefineString { id, text } => Some((*id, text.as_str())),
-            _ => None,
-        })
-        .collect();
+    let log = run_child("span_churn_child", "MEMREPLAY_TEST_SPAN_CHURN", "close");
+    let names = strings(&log);
     let spans_thread = log
         .events()
         .find_map(|(t, e)| {
@@ -164,6 +243,24 @@ fn span_names_are_neither_allocated_nor_freed_in_the_log() {
 /// One heap allocation of `size` bytes, kept from the optimiser.
 fn alloc(size: usize) {
     std::hint::black_box(Vec::<u8>::with_capacity(size));
+}
+
+/// Runs this binary's test `child` in a process of its own, with the environment
+/// variable `var` naming its log, and reads that log.
+fn run_child(child: &str, var: &str, tag: &str) -> Log {
+    let path = std::env::temp_dir().join(format!("memreplay-tracing-{tag}-{}.mrl", std::process::id()));
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([child, "--exact", "--test-threads=1", "--nocapture"])
+        .env(var, &path)
+        .env_remove("MEMREPLAY_LOG")
+        .env_remove("MEMREPLAY_OPTIONS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "child: {}", String::from_utf8_lossy(&out.stderr));
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    log
 }
 
 /// The log's strings, by id.
