@@ -28,6 +28,7 @@ pub mod table;
 pub mod timeline_chart;
 pub mod top;
 pub mod tree;
+pub mod unnamed;
 
 use std::io::IsTerminal as _;
 use std::path::Path;
