@@ -4,7 +4,8 @@
 //! level load left behind; the example budget holds for the demo and breaks, rule by
 //! rule, when the demo grows. Allocation sites are matched by symbolicated allocating
 //! function (or whole callstack with `--stacks`), and by raw `module+0xoffset` frames
-//! when the binary is gone: against the same build only, else left out with one note.
+//! when the binary is gone: against the same build only, else left out with one note;
+//! the CI recipe's stored baseline is named by the debug file kept beside it.
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +17,8 @@ use memreplay_tests::{run_demo, temp_log};
 use replay_cli::check::{self, CheckArgs};
 use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, FigureChanges, SiteDiff, Status};
 use replay_cli::report::table::size;
-use replay_cli::report::{range, At, Progress};
-use replay_cli::symbols::{Reason, Resolution};
+use replay_cli::report::{self as report, range, At, Progress, ReportArgs};
+use replay_cli::symbols::{ModuleMap, Reason, Resolution, SymbolOptions, Symbolizer};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
 const LOAD_TEXTURE: &str = "memreplay_demo::game::load_texture";
@@ -563,4 +564,56 @@ fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
     for p in [a, b] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+/// The root of the repository.
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+#[test]
+fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
+    // The README's CI recipe: `ci/memory-baseline.mrl`, recorded by a release build of the
+    // demo that CI does not have, and that build's debug file, filed by build id under
+    // `ci/memory-baseline.debug`. Here the binary is looked for where nothing is (its
+    // recorded path moved away), so only the debug file can name the sites.
+    let (baseline, debug) =
+        (repository().join("ci/memory-baseline.mrl"), repository().join("ci/memory-baseline.debug"));
+    let l = report::load(&ReportArgs::new(&baseline), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let state = l.state();
+    let mut modules = ModuleMap::read(&baseline, state).unwrap().modules().to_vec();
+    let demo = modules.iter().position(|m| m.name() == "memreplay-demo").expect("the demo's module");
+    modules[demo].path = repository().join("ci/nowhere/memreplay-demo").display().to_string();
+    let opts = SymbolOptions { search_dirs: vec![debug.clone()], system_debug_dir: false, disabled: false };
+    let mut syms = Symbolizer::new(ModuleMap::new(modules), opts);
+    let mut named = 0;
+    for site in &state.sites {
+        let name = syms.site(state, site.stack);
+        let Some(f) = name.frames.get(name.site_frame as usize) else { continue };
+        // The recording machine's system libraries may be other builds than this one's:
+        // only the demo's own frames are the debug file's to name.
+        if f.module.as_deref() == Some("memreplay-demo") {
+            assert_ne!(f.resolution, Resolution::None, "{f:?}");
+            assert!(!diff::site_unresolved(&name), "{name:?}");
+            named += 1;
+        }
+    }
+    assert!(named > 50, "{named} sites");
+    let id = syms.modules().get(demo).build_id_hex();
+    let binary = syms.binary(demo).expect("found by build id");
+    assert_eq!(binary.debug_path, Some(debug.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]))));
+    let st = syms.stats();
+    let demo_path = syms.modules().get(demo).path.clone();
+    let demo_reasons: Vec<Reason> =
+        st.reasons.iter().filter(|r| r.module.as_deref() == Some(demo_path.as_str())).map(|r| r.reason).collect();
+    assert!(demo_reasons.iter().all(|&r| r == Reason::NoDebugInfo), "{}", st.text());
+
+    // And `diff` as CI runs it, against a fresh recording: the baseline's own sites named.
+    let (fresh, _) = record("ci-fresh.mrl", &[]);
+    let d = diff_with(&baseline, &fresh, None, |x| x.symbols.symbols = vec![debug.clone()]);
+    let unnamed_demo = |u: &Option<diff::UnnamedSites>| {
+        u.iter().flat_map(|u| &u.reasons).any(|r| r.module.as_deref().is_some_and(|m| m.ends_with("memreplay-demo")))
+    };
+    assert!(!unnamed_demo(&d.sites_unnamed.before), "{}", d.to_text());
+    let _ = std::fs::remove_file(fresh);
 }
