@@ -4,7 +4,8 @@
 //! level load left behind; the example budget holds for the demo and breaks, rule by
 //! rule, when the demo grows. Allocation sites are matched by symbolicated allocating
 //! function (or whole callstack with `--stacks`), and by raw `module+0xoffset` frames
-//! when the binary is gone.
+//! when the binary is gone: against the same build only, else left out with one note;
+//! the CI recipe's stored baseline is named by the debug file kept beside it.
 
 use std::path::{Path, PathBuf};
 
@@ -14,9 +15,10 @@ use memreplay_demo::{
 };
 use memreplay_tests::{run_demo, temp_log};
 use replay_cli::check::{self, CheckArgs};
-use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, SiteDiff, Status};
-use replay_cli::report::{range, At, Progress};
-use replay_cli::symbols::{Reason, Resolution};
+use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, FigureChanges, SiteDiff, Status};
+use replay_cli::report::table::size;
+use replay_cli::report::{self as report, range, At, Progress, ReportArgs};
+use replay_cli::symbols::{ModuleMap, Reason, Resolution, SymbolOptions, Symbolizer};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
 const LOAD_TEXTURE: &str = "memreplay_demo::game::load_texture";
@@ -370,8 +372,19 @@ fn a_missing_binary_falls_back_to_raw_frames() {
         assert_eq!((vram.status, vram.figures.total_count.change), (Status::Changed, 1));
         assert!(vram.key.contains("demo-copy+0x"), "{}", vram.key);
         sites_add_up(&d);
+        // Unnamed in both logs, and compared all the same: the same build.
+        for u in [&d.sites_unnamed.before, &d.sites_unnamed.after] {
+            let u = u.as_ref().expect("unnamed");
+            assert_eq!((u.compared, u.left_out, u.other_sites_left_out), (u.sites, 0, 0), "{u:#?}");
+        }
         let text = d.to_text();
-        for needle in ["keyed by callstack frames as module+0xoffset", "binary not found", "demo-copy+0x"] {
+        for needle in [
+            "keyed by callstack frames as module+0xoffset",
+            "binary not found",
+            "demo-copy+0x",
+            "  compared by their raw module+0xoffset frames (the same build in the log after, unresolved there too)\n",
+            "  compared by their raw module+0xoffset frames (the same build in the log before, unresolved there too)\n",
+        ] {
             assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
         }
     }
@@ -447,4 +460,160 @@ fn the_example_budget_holds_for_the_demo_and_breaks_when_it_grows() {
     for p in [base, same, grown] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+#[test]
+fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
+    // The log before: a copy of the demo, deleted afterwards (`--symbols` names an empty
+    // directory); the log after: the demo itself, named. The same build, under another
+    // name: its raw frames cannot be told from names, so they are not compared.
+    let dir = temp_log("diff-one-missing");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (run, empty) = (dir.join("run"), dir.join("empty"));
+    for d in [&run, &empty] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let exe = run.join("demo-copy");
+    std::fs::copy(DEMO, &exe).unwrap();
+    let (a, ea) = record_with(exe.to_str().unwrap(), "diff-one-missing-a.mrl", &["--textures", "2", "--frames", "4"]);
+    let (b, eb) = record("diff-one-missing-b.mrl", &["--textures", "3", "--frames", "4"]);
+    let exe = std::fs::canonicalize(&exe).unwrap();
+    std::fs::remove_file(&exe).unwrap();
+    let symbols = |x: &mut DiffArgs| x.symbols.symbols = vec![empty.clone()];
+
+    for stacks in [false, true] {
+        let d = diff_with(&a, &b, None, |x| {
+            symbols(x);
+            x.stacks = stacks;
+        });
+        // Domains and contexts compare as ever: the new texture's VRAM.
+        let vram = d.domains.iter().find(|x| x.domain == VRAM_LOCAL).unwrap();
+        assert_eq!(vram.figures.peak.change, (eb.texture_vram_bytes - ea.texture_vram_bytes) as i64);
+        assert!(d.contexts.iter().any(|c| c.status == Status::New && c.context.starts_with(&textures_path())));
+        // No site is new or vanished for want of names: the log before's sites are all
+        // unnamed, and every site of the log after may be one of them.
+        assert!(d.sites.is_empty(), "{:#?}", d.sites);
+        assert_eq!((d.unchanged_sites, d.hidden_sites), (0, 0));
+        assert_eq!(d.sites_unnamed.after, None, "the log after is named");
+        let before = d.sites_unnamed.before.as_ref().expect("the log before is unnamed");
+        assert_eq!(before.reasons.len(), 1, "{:#?}", before.reasons);
+        let r = &before.reasons[0];
+        assert_eq!((r.reason, r.module.as_deref()), (Reason::BinaryNotFound, exe.to_str()));
+        assert_eq!(r.build_id.as_ref().map(String::len), Some(40), "a GNU build id");
+        assert_eq!((r.sites, r.bytes), (before.sites, before.bytes));
+        assert_eq!((before.compared, before.left_out), (0, before.sites));
+        assert!(before.other_sites_left_out > 0);
+        // Every allocation of the log before, in the top-level domains (the entity pool's
+        // blocks are in the heap's).
+        let top_level = |f: fn(&FigureChanges) -> Option<u64>| -> u64 {
+            d.domains.iter().filter(|x| x.domain != ENTITY_POOL).filter_map(|x| f(&x.figures)).sum()
+        };
+        assert_eq!(before.bytes, top_level(|f| f.total.before));
+        assert_eq!(before.allocations, top_level(|f| f.total_count.before));
+
+        // Said once, with the way out.
+        let text = d.to_text();
+        assert_eq!(text.matches("note: ").count(), 1, "{text}");
+        let note = format!(
+            "note: the log before cannot name {} of its allocation sites ({} allocated): {}\n  demo-copy: binary not \
+             found (build id {id}, recorded as {}): {} sites, {}\n  left out of the allocation sites below, and so \
+             are {} sites of the log after that may be among them\n  to name them: --symbols DIR, with the binary \
+             of the build that was recorded, or its debug file, in DIR (by build id: DIR/.build-id/{}/{}.debug)\n",
+            before.sites,
+            size(before.bytes),
+            if stacks { "their callstacks have unresolved frames" } else { "their allocating function is unresolved" },
+            exe.display(),
+            before.sites,
+            size(before.bytes),
+            before.other_sites_left_out,
+            &r.build_id.as_ref().unwrap()[..2],
+            &r.build_id.as_ref().unwrap()[2..],
+            id = r.build_id.as_ref().unwrap(),
+        );
+        assert!(text.contains(&note), "missing\n{note}in:\n{text}");
+        let sites_section = &text[text.find("\nallocation sites (").expect("the sites section")..];
+        assert!(
+            sites_section.contains(&format!(
+                "; not compared: {} of the log before, {} of the log after, see the note above)\n  none compared\n",
+                before.sites, before.other_sites_left_out
+            )),
+            "{sites_section}"
+        );
+    }
+
+    // The same in JSON, through the command.
+    let mut args = DiffArgs { before: a.clone(), after: Some(b.clone()), json: true, ..DiffArgs::default() };
+    symbols(&mut args);
+    let mut out = Vec::new();
+    diff::run(&args, Progress::Hidden, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let before = &v["sites_unnamed"]["before"];
+    assert_eq!(v["sites_unnamed"]["after"], serde_json::Value::Null);
+    assert_eq!(before["reasons"][0]["reason"], "binary-not-found");
+    assert_eq!(before["reasons"][0]["module"], exe.to_str().unwrap());
+    assert!(before["sites"].as_u64() > Some(0) && before["sites"] == before["left_out"], "{before}");
+    assert_eq!(v["sites"], serde_json::json!([]));
+
+    // Named again by the binary itself: no note, and the sites compare (the new texture's).
+    std::fs::copy(DEMO, empty.join("demo-copy")).unwrap();
+    let d = diff_with(&a, &b, None, symbols);
+    assert_eq!(d.sites_unnamed, diff::BothUnnamed::default());
+    assert!(!d.to_text().contains("note: "), "{}", d.to_text());
+    assert!(d.sites.iter().any(|s| s.function == LOAD_TEXTURE), "{:#?}", d.sites);
+    let _ = std::fs::remove_dir_all(&dir);
+    for p in [a, b] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// The root of the repository.
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+#[test]
+fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
+    // The README's CI recipe: `ci/memory-baseline.mrl`, recorded by a release build of the
+    // demo that CI does not have, and that build's debug file, filed by build id under
+    // `ci/memory-baseline.debug`. Here the binary is looked for where nothing is (its
+    // recorded path moved away), so only the debug file can name the sites.
+    let (baseline, debug) =
+        (repository().join("ci/memory-baseline.mrl"), repository().join("ci/memory-baseline.debug"));
+    let l = report::load(&ReportArgs::new(&baseline), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let state = l.state();
+    let mut modules = ModuleMap::read(&baseline, state).unwrap().modules().to_vec();
+    let demo = modules.iter().position(|m| m.name() == "memreplay-demo").expect("the demo's module");
+    modules[demo].path = repository().join("ci/nowhere/memreplay-demo").display().to_string();
+    let opts = SymbolOptions { search_dirs: vec![debug.clone()], system_debug_dir: false, disabled: false };
+    let mut syms = Symbolizer::new(ModuleMap::new(modules), opts);
+    let mut named = 0;
+    for site in &state.sites {
+        let name = syms.site(state, site.stack);
+        let Some(f) = name.frames.get(name.site_frame as usize) else { continue };
+        // The recording machine's system libraries may be other builds than this one's:
+        // only the demo's own frames are the debug file's to name.
+        if f.module.as_deref() == Some("memreplay-demo") {
+            assert_ne!(f.resolution, Resolution::None, "{f:?}");
+            assert!(!diff::site_unresolved(&name), "{name:?}");
+            named += 1;
+        }
+    }
+    assert!(named > 50, "{named} sites");
+    let id = syms.modules().get(demo).build_id_hex();
+    let binary = syms.binary(demo).expect("found by build id");
+    assert_eq!(binary.debug_path, Some(debug.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]))));
+    let st = syms.stats();
+    let demo_path = syms.modules().get(demo).path.clone();
+    let demo_reasons: Vec<Reason> =
+        st.reasons.iter().filter(|r| r.module.as_deref() == Some(demo_path.as_str())).map(|r| r.reason).collect();
+    assert!(demo_reasons.iter().all(|&r| r == Reason::NoDebugInfo), "{}", st.text());
+
+    // And `diff` as CI runs it, against a fresh recording: the baseline's own sites named.
+    let (fresh, _) = record("ci-fresh.mrl", &[]);
+    let d = diff_with(&baseline, &fresh, None, |x| x.symbols.symbols = vec![debug.clone()]);
+    let unnamed_demo = |u: &Option<diff::UnnamedSites>| {
+        u.iter().flat_map(|u| &u.reasons).any(|r| r.module.as_deref().is_some_and(|m| m.ends_with("memreplay-demo")))
+    };
+    assert!(!unnamed_demo(&d.sites_unnamed.before), "{}", d.to_text());
+    let _ = std::fs::remove_file(fresh);
 }

@@ -10,6 +10,11 @@
 //! unresolved (no binary, no symbols) is keyed by its whole callstack, its frames as
 //! `module+0xoffset`: module-relative addresses do not move with address-space
 //! randomization, so two runs of one build still match. [`site_key`] is the rule.
+//!
+//! Such an unnamed site is matched only against the same build, unresolved in the other
+//! log too; otherwise it is left out, never "new" or "vanished", with the other log's
+//! sites that may be it, and the report says so once per log, with the fix (`--symbols`
+//! with that build's binary or debug file): [`super::unnamed`].
 //! `diff game.mrl --from A --to B` (one log) is in [`super::range`].
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,6 +36,8 @@ use super::observed::{self, Observed, Wanted};
 use super::select::{parse_at, At, PointInfo, ReportArgs};
 use super::table::{size, Align, Table};
 use super::top::SourceLine;
+use super::unnamed::{self, Cover, Naming, Tally, Why};
+pub use super::unnamed::{BothUnnamed, UnnamedReason, UnnamedSites};
 use super::{Progress, SCHEMA_VERSION};
 
 /// Rows per list unless `--limit` says otherwise (`--limit 0`: every row).
@@ -172,6 +179,9 @@ pub struct Diff {
     pub sites: Vec<SiteDiff>,
     pub hidden_sites: u64,
     pub unchanged_sites: u64,
+    /// Each log's sites that cannot be named (null: all named), and what became of them
+    /// (see [`super::unnamed`]).
+    pub sites_unnamed: BothUnnamed,
     /// Symbolication of each log.
     pub symbols: BothSymbols,
 }
@@ -435,6 +445,26 @@ impl SiteFigures {
     }
 }
 
+/// One log's site row: the callstacks merged under one (domain, key).
+#[derive(Debug, Clone)]
+struct Row {
+    keyed: KeyedSite,
+    figures: SiteFigures,
+    /// In a top-level domain (its bytes count in sums over domains).
+    top_level: bool,
+    /// Keyed by its whole stack (`--stacks`, or its allocating function unresolved).
+    whole: bool,
+    /// How it matches the other log, and why it is unnamed (see [`super::unnamed`]).
+    naming: Naming,
+    why: Option<Why>,
+}
+
+impl Row {
+    fn matchable(&self) -> bool {
+        !matches!(self.naming, Naming::Unmatched(_))
+    }
+}
+
 /// The key a site is matched by across logs, and whether it is the raw callstack: the
 /// allocating function's key ([`SiteName::function_key`]) or, `by_stack`, the whole
 /// stack's ([`SiteName::stack_key`]). A site whose allocating function is unresolved is
@@ -613,19 +643,15 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
     // Allocation sites by (domain, key), each log symbolicated on its own.
     let mut syms_a = symbolizer(&a.loaded, &args.symbols)?;
     let mut syms_b = symbolizer(&b.loaded, &args.symbols)?;
-    let (sa, raw_a) = site_figures(&a, args, &mut syms_a)?;
-    let (sb, raw_b) = site_figures(&b, args, &mut syms_b)?;
-    let mut keys: Vec<&(String, String)> = sa.keys().chain(sb.keys()).collect();
-    keys.sort();
-    keys.dedup();
+    let (mut sa, raw_a) = site_figures(&a, args, &mut syms_a)?;
+    let (mut sb, raw_b) = site_figures(&b, args, &mut syms_b)?;
+    name_rows(&mut sa, &syms_a, &syms_b);
+    name_rows(&mut sb, &syms_b, &syms_a);
+    let (pairs, sites_unnamed) = match_rows([&sa, &sb], [&syms_a, &syms_b], &wanted_domain, args.domain.is_some());
     let mut sites = Vec::new();
     let mut unchanged_sites = 0u64;
-    for key in keys {
-        if !wanted_domain(&key.0) {
-            continue;
-        }
-        let (before, after) = (sa.get(key), sb.get(key));
-        let c = |f: fn(&SiteFigures) -> u64| Change::new(before.map(|s| f(&s.1)), after.map(|s| f(&s.1)));
+    for (key, before, after) in pairs {
+        let c = |f: fn(&SiteFigures) -> u64| Change::new(before.map(|s| f(&s.figures)), after.map(|s| f(&s.figures)));
         let figures = SiteChanges {
             peak: c(|s| s.peak),
             live: c(|s| s.live),
@@ -638,8 +664,9 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
             unchanged_sites += 1;
             continue;
         }
-        let shown = after.or(before).map(|s| &s.0).expect("a key of either log");
-        let mut lines: Vec<(String, u32)> = before.iter().chain(after.iter()).flat_map(|s| s.0.lines.clone()).collect();
+        let shown = after.or(before).map(|s| &s.keyed).expect("a key of either log");
+        let mut lines: Vec<(String, u32)> =
+            before.iter().chain(after.iter()).flat_map(|s| s.keyed.lines.clone()).collect();
         lines.sort();
         lines.dedup();
         let site = &shown.site;
@@ -651,8 +678,8 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
             line: site.line,
             lines: lines.into_iter().map(|(file, line)| SourceLine { file, line }).collect(),
             unresolved: shown.unresolved,
-            stacks_before: before.map_or_else(Vec::new, |s| s.0.stacks.clone()),
-            stacks_after: after.map_or_else(Vec::new, |s| s.0.stacks.clone()),
+            stacks_before: before.map_or_else(Vec::new, |s| s.keyed.stacks.clone()),
+            stacks_after: after.map_or_else(Vec::new, |s| s.keyed.stacks.clone()),
             frames: site.frames.clone(),
             status,
             figures,
@@ -698,8 +725,92 @@ pub fn build(args: &DiffArgs, after: &std::path::Path, progress: Progress) -> Re
         hidden_sites: changed_sites - sites.len() as u64,
         sites,
         unchanged_sites,
+        sites_unnamed,
         symbols: BothSymbols { before: syms_a.stats(), after: syms_b.stats() },
     })
+}
+
+/// A log's site rows by (domain name, key).
+type Rows = HashMap<(String, String), Row>;
+
+/// A key and its rows in the log before and the log after.
+type Pair<'a> = (&'a (String, String), Option<&'a Row>, Option<&'a Row>);
+
+/// The rows of the two logs (`rows`, symbolicated by `syms`, each named by
+/// [`name_rows`]) to compare, by key in order, in the `wanted` domains; and what to say
+/// about the unnamed ones. A row is compared when both logs' rows can be matched, or when
+/// one log has it, it can be matched and it may not be one of the other log's rows that
+/// cannot (then it is new or vanished). Bytes are summed over the top-level domains, or,
+/// `one_domain`, the one wanted.
+fn match_rows<'a>(
+    rows: [&'a Rows; 2],
+    syms: [&Symbolizer; 2],
+    wanted: &dyn Fn(&str) -> bool,
+    one_domain: bool,
+) -> (Vec<Pair<'a>>, BothUnnamed) {
+    let [sa, sb] = rows;
+    let covers = |rows: &'a Rows| {
+        let mut out: HashMap<&str, Cover> = HashMap::new();
+        for ((domain, _), row) in rows {
+            if let (Naming::Unmatched(c), true) = (&row.naming, wanted(domain)) {
+                out.entry(domain.as_str()).or_default().add(c);
+            }
+        }
+        out
+    };
+    let cover = [covers(sa), covers(sb)];
+    let mut tally = [Tally::default(), Tally::default()];
+    let mut keys: Vec<&(String, String)> = sa.keys().chain(sb.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut pairs = Vec::new();
+    for key in keys {
+        if !wanted(&key.0) {
+            continue;
+        }
+        let pair = [sa.get(key), sb.get(key)];
+        let compared = match pair {
+            [Some(x), Some(y)] => {
+                // One that can be matched may be the other's that cannot.
+                match (x.matchable(), y.matchable()) {
+                    (true, false) => tally[1].other_left_out += 1,
+                    (false, true) => tally[0].other_left_out += 1,
+                    _ => {}
+                }
+                x.matchable() && y.matchable()
+            }
+            [Some(row), None] | [None, Some(row)] => {
+                let (side, other) = if pair[0].is_some() { (0, 1) } else { (1, 0) };
+                let site = &row.keyed.site;
+                let may_be_other = cover[other]
+                    .get(key.0.as_str())
+                    .is_some_and(|c| !site.frames.is_empty() && c.covers(unnamed::allocating_module(site, syms[side])));
+                if row.matchable() && may_be_other {
+                    tally[other].other_left_out += 1;
+                }
+                row.matchable() && !may_be_other
+            }
+            [None, None] => false,
+        };
+        for (row, tally) in pair.into_iter().zip(&mut tally) {
+            if let Some(r @ Row { why: Some(why), .. }) = row {
+                let counted = one_domain || r.top_level;
+                tally.add(*why, r.figures.total_count, r.figures.total, counted, compared);
+            }
+        }
+        if compared {
+            pairs.push((key, pair[0], pair[1]));
+        }
+    }
+    let [ta, tb] = tally;
+    (pairs, BothUnnamed { before: ta.finish(syms[0]), after: tb.finish(syms[1]) })
+}
+
+/// Says how each row of one log (symbolicated by `this`) matches the other log's.
+fn name_rows(rows: &mut Rows, this: &Symbolizer, other: &Symbolizer) {
+    for row in rows.values_mut() {
+        (row.naming, row.why) = unnamed::naming(&row.keyed.site, row.whole, this, other);
+    }
 }
 
 fn side(o: &Observed) -> Side {
@@ -726,13 +837,9 @@ fn keep(min: Option<MinDelta>, f: &FigureChanges) -> bool {
 }
 
 /// One log's sites keyed by (domain name, [`site_key`]), with their live figures at the
-/// point of the selection; and (callstacks keyed by their raw frames, callstacks).
-#[allow(clippy::type_complexity)]
-fn site_figures(
-    o: &Observed,
-    args: &DiffArgs,
-    syms: &mut Symbolizer,
-) -> Result<(HashMap<(String, String), (KeyedSite, SiteFigures)>, (u64, u64)), CliError> {
+/// point of the selection (all named until [`name_rows`] says otherwise); and
+/// (callstacks keyed by their raw frames, callstacks).
+fn site_figures(o: &Observed, args: &DiffArgs, syms: &mut Symbolizer) -> Result<(Rows, (u64, u64)), CliError> {
     let state = o.loaded.state();
     // With --at, what each (stack, domain) held there, from the kept live allocations.
     let at_point: Option<HashMap<(u32, u32), (u64, u64)>> = match &args.at {
@@ -753,7 +860,7 @@ fn site_figures(
             Some(m)
         }
     };
-    let mut out: HashMap<(String, String), (KeyedSite, SiteFigures)> = HashMap::new();
+    let mut out: Rows = HashMap::new();
     let mut stacks: HashMap<u32, bool> = HashMap::new();
     for (i, site) in state.sites.iter().enumerate() {
         let name = syms.site(state, site.stack);
@@ -772,10 +879,16 @@ fn site_figures(
             total: site.now.total_bytes,
             total_count: site.now.total_count,
         };
-        let (k, e) = out
-            .entry((state.domain_name(site.domain), key))
-            .or_insert_with(|| (KeyedSite::new(name.clone(), unresolved), SiteFigures::default()));
-        k.add(&name, f.weight());
+        let row = out.entry((state.domain_name(site.domain), key)).or_insert_with(|| Row {
+            keyed: KeyedSite::new(name.clone(), unresolved),
+            figures: SiteFigures::default(),
+            top_level: state.is_top_level_domain(site.domain),
+            whole: args.stacks || unresolved,
+            naming: Naming::Named,
+            why: None,
+        });
+        row.keyed.add(&name, f.weight());
+        let e = &mut row.figures;
         e.peak = e.peak.wrapping_add(f.peak);
         e.live = e.live.wrapping_add(f.live);
         e.live_count = e.live_count.wrapping_add(f.live_count);
@@ -898,6 +1011,15 @@ fn point_words(p: &PointInfo) -> String {
 }
 
 impl Diff {
+    /// Site rows of the log before and of the log after left out of the comparison: their
+    /// own unnamed ones, and those that may be the other log's.
+    pub fn sites_left_out(&self) -> [u64; 2] {
+        let (b, a) = (&self.sites_unnamed.before, &self.sites_unnamed.after);
+        let own = |u: &Option<UnnamedSites>| u.as_ref().map_or(0, |u| u.left_out);
+        let others = |u: &Option<UnnamedSites>| u.as_ref().map_or(0, |u| u.other_sites_left_out);
+        [own(b) + others(a), own(a) + others(b)]
+    }
+
     pub fn to_text(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(
@@ -916,8 +1038,21 @@ impl Diff {
             }
             _ => {}
         }
+        let by_stack = self.group == "stack";
+        for (this, other, u) in
+            [("before", "after", &self.sites_unnamed.before), ("after", "before", &self.sites_unnamed.after)]
+        {
+            if let Some(u) = u {
+                let _ = write!(o, "\n{}", u.text(this, other, by_stack));
+            }
+        }
         if !self.changed {
-            let _ = writeln!(o, "\nno change: every domain, context and allocation site has the same figures");
+            let line = match (self.sites_left_out(), self.unchanged_sites) {
+                ([0, 0], _) => "no change: every domain, context and allocation site has the same figures",
+                (_, 0) => "no change in the domains and contexts; no allocation site could be compared (see the note above)",
+                _ => "no change: every domain, context and allocation site compared has the same figures (see the note above)",
+            };
+            let _ = writeln!(o, "\n{line}");
             let _ = writeln!(o, "  (allocation sites keyed by {})", self.sites_keyed_by);
             let _ = writeln!(o, "\nsymbols before: {}", self.symbols.before.text());
             let _ = writeln!(o, "symbols after: {}", self.symbols.after.text());
@@ -958,9 +1093,13 @@ impl Diff {
             o.push_str(&t.render(2));
         }
 
+        let left_out = match self.sites_left_out() {
+            [0, 0] => String::new(),
+            [b, a] => format!("; not compared: {b} of the log before, {a} of the log after, see the note above"),
+        };
         let _ = writeln!(
             o,
-            "\nallocation sites (keyed by {}; {} unchanged{})",
+            "\nallocation sites (keyed by {}; {} unchanged{}{left_out})",
             self.sites_keyed_by,
             self.unchanged_sites,
             if self.hidden_sites > 0 {
@@ -970,7 +1109,12 @@ impl Diff {
             }
         );
         if self.sites.is_empty() {
-            let _ = writeln!(o, "  none changed");
+            let none = if self.unchanged_sites == 0 && self.sites_left_out() != [0, 0] {
+                "none compared"
+            } else {
+                "none changed"
+            };
+            let _ = writeln!(o, "  {none}");
         }
         for s in &self.sites {
             let _ = writeln!(o, "  {}", format!("{}: {} {}", s.domain, s.title(), s.status.text()).trim_end());
@@ -1037,6 +1181,122 @@ mod tests {
         let r = RatioChange::new(Some(0.5), Some(0.25));
         assert_eq!((r.change, r.relative), (Some(-0.25), Some(-0.5)));
         assert_eq!(RatioChange::new(None, Some(1.0)).change, None);
+    }
+
+    /// The partial case: the log before was recorded with another libc, which it cannot
+    /// name; its game is named. Only the site allocating in libc is left out (with the
+    /// log after's site it may be); the game's sites compare, new and vanished included.
+    #[test]
+    fn only_the_sites_that_may_be_unnamed_ones_are_left_out() {
+        use crate::symbols::{Module, ModuleMap, SymbolOptions};
+        const GAME: u64 = 0x10_0000;
+        const LIBC: u64 = 0x70_0000;
+        let module = |base, path: &str, id| Module {
+            base,
+            size: 0x1_0000,
+            load_bias: base,
+            path: path.into(),
+            build_id: vec![id; 20],
+        };
+        let symbolizer = |libc_id| {
+            let modules = vec![module(GAME, "/nowhere/game", 1), module(LIBC, "/nowhere/libc.so.6", libc_id)];
+            Symbolizer::new(ModuleMap::new(modules), SymbolOptions { system_debug_dir: false, ..Default::default() })
+        };
+        let (mut syms_a, syms_b) = (symbolizer(9), symbolizer(8));
+        let named = |address, function: &str| Frame {
+            address,
+            module: None,
+            offset: 0,
+            function: Some(function.into()),
+            file: None,
+            line: None,
+            inlined: false,
+            resolution: Resolution::Symbol,
+            reason: Some(crate::symbols::Reason::NoDebugInfo),
+        };
+        let row = |frames: Vec<Frame>, total: u64| {
+            let site = SiteName {
+                stack: 1,
+                function: String::new(),
+                file: None,
+                line: None,
+                frames,
+                trimmed: 0,
+                site_frame: 0,
+            };
+            let site = Arc::new(SiteName {
+                function: site.frames.first().map_or("(no callstack)".into(), Frame::name),
+                ..site
+            });
+            let (key, unresolved) = site_key(&site, false);
+            let mut keyed = KeyedSite::new(site.clone(), unresolved);
+            keyed.add(&site, total);
+            let figures = SiteFigures { total, total_count: 1, ..SiteFigures::default() };
+            let row = Row { keyed, figures, top_level: true, whole: unresolved, naming: Naming::Named, why: None };
+            (("heap".to_owned(), key), row)
+        };
+        let libc_raw = syms_a.resolve(LIBC + 0x30)[0].clone();
+        let mut sa: Rows = [
+            row(vec![named(GAME + 0x10, "game::load")], 100),
+            row(vec![named(GAME + 0x20, "game::old")], 50),
+            row(vec![libc_raw], 64),
+        ]
+        .into_iter()
+        .collect();
+        let mut sb: Rows = [
+            row(vec![named(GAME + 0x10, "game::load")], 120),
+            row(vec![named(GAME + 0x40, "game::new")], 30),
+            row(vec![named(LIBC + 0x30, "start_thread")], 64),
+            row(Vec::new(), 8),
+        ]
+        .into_iter()
+        .collect();
+        name_rows(&mut sa, &syms_a, &syms_b);
+        name_rows(&mut sb, &syms_b, &syms_a);
+        let (pairs, unnamed) = match_rows([&sa, &sb], [&syms_a, &syms_b], &|_| true, false);
+        let compared: Vec<(&str, bool, bool)> =
+            pairs.iter().map(|(k, b, a)| (k.1.as_str(), b.is_some(), a.is_some())).collect();
+        assert_eq!(
+            compared,
+            [
+                ("(no callstack)", false, true),
+                ("game::load", true, true),
+                ("game::new", false, true),
+                ("game::old", true, false)
+            ]
+        );
+        assert_eq!(unnamed.after, None);
+        let before = unnamed.before.expect("libc's site is unnamed");
+        assert_eq!(
+            before,
+            UnnamedSites {
+                sites: 1,
+                allocations: 1,
+                bytes: 64,
+                reasons: vec![UnnamedReason {
+                    reason: crate::symbols::Reason::BinaryNotFound,
+                    module: Some("/nowhere/libc.so.6".into()),
+                    build_id: Some("09".repeat(20)),
+                    sites: 1,
+                    bytes: 64,
+                }],
+                compared: 0,
+                left_out: 1,
+                other_sites_left_out: 1,
+            }
+        );
+        assert_eq!(
+            before.text("before", "after", false),
+            format!(
+                "note: the log before cannot name 1 of its allocation sites (64 B allocated): their allocating \
+                 function is unresolved\n  libc.so.6: binary not found (build id {id}, recorded as \
+                 /nowhere/libc.so.6): 1 site, 64 B\n  left out of the allocation sites below, and so is 1 site \
+                 of the log after that may be among them\n  to name them: --symbols DIR, with the binary of the \
+                 build that was recorded, or its debug file, in DIR (by build id: DIR/.build-id/09/{rest}.debug)\n",
+                id = "09".repeat(20),
+                rest = "09".repeat(19)
+            )
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod takes;
 pub mod timeline_chart;
 pub mod top;
 pub mod tree;
+pub mod unnamed;
 
 use std::io::IsTerminal as _;
 use std::path::Path;

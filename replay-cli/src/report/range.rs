@@ -8,7 +8,9 @@
 //!
 //! Sites are symbolicated and keyed as in `diff` ([`super::diff::site_key`]): by
 //! allocating function, or by whole callstack with `--stacks`; a site whose allocating
-//! function is unresolved by its raw `module+0xoffset` frames.
+//! function is unresolved by its raw `module+0xoffset` frames. One log has one set of
+//! binaries, so its sites are only listed, never matched with another log's: an
+//! unresolved one is shown by its frames, and the `symbols` line says why.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

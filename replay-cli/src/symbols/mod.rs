@@ -366,6 +366,16 @@ impl Symbolizer {
         self.load(index).ok()
     }
 
+    /// Whether module `index` was looked for and loaded (`Some(true)`), looked for in vain
+    /// (`Some(false)`), or never needed (`None`). Loads nothing.
+    pub fn module_loaded(&self, index: usize) -> Option<bool> {
+        match self.binaries.get(index)? {
+            Some(Loaded::Binary(_)) => Some(true),
+            Some(Loaded::Failed(_)) => Some(false),
+            None => None,
+        }
+    }
+
     fn load(&mut self, index: usize) -> Result<&Binary, Reason> {
         if self.binaries[index].is_none() {
             let start = Instant::now();
