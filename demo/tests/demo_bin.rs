@@ -73,6 +73,7 @@ fn help_and_failures() {
     // Invalid recorder options: exit 1.
     let out = demo(&["x.mrl", "--options", "depth=999"], &dir);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("max_stack_depth"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("depth takes a number of frames from 1 to 64, not `999`"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

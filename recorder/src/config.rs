@@ -157,17 +157,20 @@ impl Config {
             _ => return Ok(None),
         };
         let options = std::env::var("MEMREPLAY_OPTIONS").unwrap_or_default();
-        Config::new(PathBuf::from(path)).with_options(&options).map(Some)
+        Config::new(PathBuf::from(path))
+            .with_options(&options)
+            .map(Some)
+            .map_err(|e| ConfigError(format!("MEMREPLAY_OPTIONS: {}", e.0)))
     }
 
     /// Applies `key=value` options as in `MEMREPLAY_OPTIONS`. An error names the option
     /// and what it accepts.
     pub fn with_options(mut self, options: &str) -> Result<Config, ConfigError> {
         for item in options.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = item.split_once('=').ok_or_else(|| {
-                ConfigError(format!("MEMREPLAY_OPTIONS: `{item}` is not key=value (options: {OPTION_NAMES})"))
-            })?;
-            let bad = |accepted: &str| ConfigError(format!("MEMREPLAY_OPTIONS: {key} takes {accepted}, not `{value}`"));
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| ConfigError(format!("`{item}` is not key=value (options: {OPTION_NAMES})")))?;
+            let bad = |accepted: &str| ConfigError(format!("{key} takes {accepted}, not `{value}`"));
             let on = || match value {
                 "on" | "1" | "true" | "yes" => Ok(true),
                 "off" | "0" | "false" | "no" => Ok(false),
@@ -204,11 +207,7 @@ impl Config {
                         ms => Some(Duration::from_millis(ms)),
                     }
                 }
-                _ => {
-                    return Err(ConfigError(format!(
-                        "MEMREPLAY_OPTIONS: unknown option `{key}` (options: {OPTION_NAMES})"
-                    )))
-                }
+                _ => return Err(ConfigError(format!("unknown option `{key}` (options: {OPTION_NAMES})"))),
             }
         }
         self.validate()?;
@@ -241,12 +240,12 @@ mod tests {
         let err = |o: &str| Config::new("x").with_options(o).unwrap_err().0;
         assert_eq!(
             err("depht=32"),
-            "MEMREPLAY_OPTIONS: unknown option `depht` (options: callstacks, free-callstacks, usage, depth, unwind, \
+            "unknown option `depht` (options: callstacks, free-callstacks, usage, depth, unwind, \
              flush-ms, buffer-mib, memory-ms)"
         );
-        assert_eq!(err("depth=500"), "MEMREPLAY_OPTIONS: depth takes a number of frames from 1 to 64, not `500`");
-        assert_eq!(err("flush-ms=0"), "MEMREPLAY_OPTIONS: flush-ms takes milliseconds, 1 or more, not `0`");
-        assert_eq!(err("buffer-mib=x"), "MEMREPLAY_OPTIONS: buffer-mib takes MiB, from 1 to 65536, not `x`");
+        assert_eq!(err("depth=500"), "depth takes a number of frames from 1 to 64, not `500`");
+        assert_eq!(err("flush-ms=0"), "flush-ms takes milliseconds, 1 or more, not `0`");
+        assert_eq!(err("buffer-mib=x"), "buffer-mib takes MiB, from 1 to 65536, not `x`");
         assert!(Config::new("x").process_memory_interval(Some(Duration::ZERO)).validate().is_err());
     }
 }
