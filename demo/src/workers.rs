@@ -5,7 +5,7 @@
 //! Both exchange heap memory with the main thread through channels, so the log holds
 //! allocations freed on another thread than the one that made them.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 
 use crate::{RunError, AUDIO_THREAD, DECODE_SCRATCH_BYTES, MIX_FRAMES, SOUND_BANKS, STREAMING_THREAD};
@@ -50,7 +50,16 @@ impl Streamer {
         let gone = || RunError::Thread { name: STREAMING_THREAD, what: "it stopped".into() };
         let jobs = self.jobs.as_ref().ok_or_else(gone)?;
         jobs.send(DecodeJob { asset: asset as usize, compressed }).map_err(|_| gone())?;
-        self.decoded.recv().map_err(|_| gone())
+        // Polled, as a game polls its streaming results: a blocking receive registers this
+        // thread with the channel the first time it waits, an allocation that would land in
+        // whichever texture's context first waited (a race with the streaming thread).
+        loop {
+            match self.decoded.try_recv() {
+                Ok(image) => return Ok(image),
+                Err(TryRecvError::Empty) => std::thread::yield_now(),
+                Err(TryRecvError::Disconnected) => return Err(gone()),
+            }
+        }
     }
 
     pub fn shutdown(mut self) -> Result<(), RunError> {
