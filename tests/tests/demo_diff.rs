@@ -321,11 +321,10 @@ fn from_to_finds_what_the_level_load_left_behind() {
     let _ = std::fs::remove_file(a);
 }
 
-#[test]
-fn a_missing_binary_falls_back_to_raw_frames() {
-    // Two runs of a copy of the demo, the copy deleted afterwards, `--symbols` pointing at
-    // an empty directory: nothing can be symbolicated.
-    let dir = temp_log("diff-missing");
+/// A copy of the demo binary in a fresh folder `name`/run (to record with and delete),
+/// and an empty folder `name`/empty (for `--symbols`).
+fn demo_copy(name: &str) -> (PathBuf, PathBuf) {
+    let dir = temp_log(name);
     let _ = std::fs::remove_dir_all(&dir);
     let (run, empty) = (dir.join("run"), dir.join("empty"));
     for d in [&run, &empty] {
@@ -333,6 +332,14 @@ fn a_missing_binary_falls_back_to_raw_frames() {
     }
     let exe = run.join("demo-copy");
     std::fs::copy(DEMO, &exe).unwrap();
+    (exe, empty)
+}
+
+#[test]
+fn a_missing_binary_falls_back_to_raw_frames() {
+    // Two runs of a copy of the demo, the copy deleted afterwards, `--symbols` pointing at
+    // an empty directory: nothing can be symbolicated.
+    let (exe, empty) = demo_copy("diff-missing");
     let (a, ea) = record_with(exe.to_str().unwrap(), "diff-missing-a.mrl", &["--textures", "2", "--frames", "4"]);
     let (b, eb) = record_with(exe.to_str().unwrap(), "diff-missing-b.mrl", &["--textures", "3", "--frames", "4"]);
     let exe = std::fs::canonicalize(&exe).unwrap();
@@ -412,7 +419,7 @@ fn a_missing_binary_falls_back_to_raw_frames() {
     }
     let sites = v["sites"].as_array().unwrap();
     assert!(sites.iter().any(|s| s["frames"][0]["module"] == "demo-copy" && s["unresolved"] == true), "{sites:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(empty.parent().unwrap());
     for p in [a, b] {
         let _ = std::fs::remove_file(p);
     }
@@ -473,14 +480,7 @@ fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
     // The log before: a copy of the demo, deleted afterwards (`--symbols` names an empty
     // directory); the log after: the demo itself, named. The same build, under another
     // name: its raw frames cannot be told from names, so they are not compared.
-    let dir = temp_log("diff-one-missing");
-    let _ = std::fs::remove_dir_all(&dir);
-    let (run, empty) = (dir.join("run"), dir.join("empty"));
-    for d in [&run, &empty] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let exe = run.join("demo-copy");
-    std::fs::copy(DEMO, &exe).unwrap();
+    let (exe, empty) = demo_copy("diff-one-missing");
     let (a, ea) = record_with(exe.to_str().unwrap(), "diff-one-missing-a.mrl", &["--textures", "2", "--frames", "4"]);
     let (b, eb) = record("diff-one-missing-b.mrl", &["--textures", "3", "--frames", "4"]);
     let exe = std::fs::canonicalize(&exe).unwrap();
@@ -566,7 +566,7 @@ fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
     assert_eq!(d.sites_unnamed, diff::BothUnnamed::default());
     assert!(!d.to_text().contains("note: "), "{}", d.to_text());
     assert!(d.sites.iter().any(|s| s.function == LOAD_TEXTURE), "{:#?}", d.sites);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(empty.parent().unwrap());
     for p in [a, b] {
         let _ = std::fs::remove_file(p);
     }
