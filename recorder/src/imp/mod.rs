@@ -134,7 +134,8 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let out = writer::LogOutput::new(file, &config, start_unix_ns).map_err(StartError::Io)?;
         // The writer marks itself as the recorder's own before anything on it allocates.
-        let handle = sys::RecorderThread::spawn(c"memreplay-writer", thread::mark_recorder_thread, move || {
+        // (Its OS name: Linux keeps 15 bytes, as std cut "memreplay-writer" to.)
+        let handle = sys::RecorderThread::spawn(c"memreplay-write", thread::mark_recorder_thread, move || {
             writer::run(session, out, full_rx, config)
         })
         .map_err(StartError::Io)?;

@@ -137,7 +137,8 @@ unsafe impl<T: Send> Send for RecorderThread<T> {}
 
 #[cfg(unix)]
 impl<T: Send + 'static> RecorderThread<T> {
-    /// Starts a thread named `name` that runs `on_start`, then `body`.
+    /// Starts a thread named `name` (at most 15 bytes, Linux's limit) that runs
+    /// `on_start`, then `body`.
     pub(crate) fn spawn(
         name: &std::ffi::CStr,
         on_start: fn(),
@@ -163,6 +164,7 @@ impl<T: Send + 'static> RecorderThread<T> {
             drop(unsafe { Box::from_raw(start) });
             return Err(std::io::Error::from_raw_os_error(rc));
         }
+        debug_assert!(name.to_bytes().len() <= 15, "a thread name Linux would refuse");
         #[cfg(target_os = "linux")]
         // SAFETY: `id` is a live thread; the name is a C string of at most 15 bytes.
         unsafe {
