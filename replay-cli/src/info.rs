@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use memreplay_format::{context_flags, header_flags, Event, Log, HEAP_DOMAIN};
 use serde::Serialize;
 
+use crate::integrity::LogIntegrity;
 use crate::time::{format_ms, format_utc};
 
 /// Everything `info` reports. Serializes to the `--json` output.
@@ -323,15 +324,16 @@ impl Info {
             lost_events: e.lost_events,
             end_ns: e.end_ns,
         });
-        let events_in_bad_blocks = report.events_in_bad_blocks();
-        let recorder_lost_events = counts.lost_events.max(end.map_or(0, |e| e.lost_events));
+        let facts = LogIntegrity::new(report, counts.lost_events, last_time);
+        let events_in_bad_blocks = facts.events_in_bad_blocks;
+        let recorder_lost_events = facts.recorder_lost_events;
         // With the end record, anything short of its event count is lost, whatever the cause.
         let shortfall = end.map_or(0, |e| e.events.saturating_sub(events + events_in_bad_blocks));
         let integrity = Integrity {
-            complete: end.is_some(),
-            clean: report.is_clean(),
-            damage: report.damage.iter().map(ToString::to_string).collect(),
-            bytes_lost: report.bytes_lost(),
+            complete: facts.complete,
+            clean: facts.undamaged(),
+            damage: facts.damage_text(),
+            bytes_lost: facts.bytes_lost,
             events_lost: events_in_bad_blocks.saturating_add(recorder_lost_events).saturating_add(shortfall),
             events_in_bad_blocks,
             recorder_lost_events,

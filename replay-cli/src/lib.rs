@@ -16,6 +16,7 @@
 
 pub mod check;
 pub mod info;
+pub mod integrity;
 pub mod replay;
 pub mod report;
 pub mod symbols;

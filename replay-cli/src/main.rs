@@ -3,7 +3,8 @@
 //! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log, or
 //! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
 //! a budget that cannot be read, options naming what the log does not have (a domain,
-//! thread, label or frame), and options the command does not take.
+//! thread, label or frame), and options the command does not take; 3 when `check` or
+//! `diff` reads a damaged log (`check`: unless the damage is allowed).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -60,9 +61,12 @@ enum Command {
     Instances(ReportArgs),
     /// What changed between two logs (per domain, context and allocation site), or with
     /// --from/--to what one log allocated between two labels and still held at the second.
+    /// Exits 3 (after the report) when a log is damaged.
     Diff(DiffArgs),
     /// Holds a log to a memory budget (TOML, see BUDGET.md) and, with --baseline, to a
-    /// limit on growth: exit 0 within budget, 1 a budget broken, 2 the check could not run.
+    /// limit on growth: exit 0 within budget, 1 a budget broken, 2 the check could not run,
+    /// 3 the log or the baseline is damaged (truncated, corrupt, events lost) in a way
+    /// the budget's `[integrity] allow` and --allow-damage do not allow.
     Check(CheckArgs),
     /// Allocation sites, symbolicated, by allocating function (or whole callstack with
     /// --stacks), ranked by bytes at the peak, live, allocated, count or temporaries.

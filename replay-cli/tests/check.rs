@@ -25,8 +25,10 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use memreplay_format::block::FRAME_LEN;
 use memreplay_format::{
-    context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR,
+    context_flags, header_flags, BlockFrame, DomainKind, Event, EventEncoder, FileHeader, LogReader, LogWriter,
+    LossReason, VERSION_MAJOR, VERSION_MINOR,
 };
 
 const LABEL: &str = r#"loaded <"&">"#;
@@ -71,6 +73,11 @@ const VRAM: u32 = 1;
 
 /// Writes the log of the module comment with the level's own allocation of `level` bytes.
 fn write_log(name: &str, level: u64) -> PathBuf {
+    write_log_with(name, level, &[])
+}
+
+/// [`write_log`], with `extra` events at the end of the main thread's block.
+fn write_log_with(name: &str, level: u64, extra: &[Event]) -> PathBuf {
     let path = temp(name);
     let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header()).unwrap();
     let s = |id: u32, text: &str| Event::DefineString { id, text: text.into() };
@@ -131,6 +138,9 @@ fn write_log(name: &str, level: u64) -> PathBuf {
         Event::Free { seq: 10, domain: VRAM, addr: 0x20_0000, stack: 0 },
     ] {
         main.push(&e);
+    }
+    for e in extra {
+        main.push(e);
     }
     w.write_block(1, &mut main).unwrap();
     w.finish(0, 3_000_000).unwrap();
@@ -534,4 +544,285 @@ fn from_to_with_a_label_named_later_in_the_merged_order() {
     assert_eq!(site["frames"][0]["address"], "0x401000");
     let text = stdout(&cli(&["diff", p, "--from", "start", "--to", "end"]));
     assert!(text.contains("allocated after \"start\"") && text.contains("Level:forest"), "{text}");
+}
+
+/// How a test damages the log of [`write_log`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Harm {
+    /// Cut off in the middle of the main thread's block (the last one).
+    CutMidBlock,
+    /// Cut off right after the main thread's block: no end-of-log record.
+    CutBeforeEnd,
+    /// One byte of the main thread's block payload flipped: its checksum fails.
+    FlipInBlock,
+    /// The recorder reported 5 events it could not record (a `Lost` record).
+    Lost,
+}
+
+/// The offset and frame of every event block of the log at `path`.
+fn frames(path: &std::path::Path) -> Vec<(u64, BlockFrame)> {
+    let mut r = LogReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    std::iter::from_fn(|| r.next_frame().unwrap()).collect()
+}
+
+/// The log of [`write_log`] (level 1500), damaged by `harm`, and the main block's offset
+/// and frame in the intact log.
+fn damaged(tag: &str, harm: Harm) -> (String, u64, BlockFrame) {
+    let lost = [Event::Lost { events: 5, bytes: 320, reason: LossReason::ThreadTeardown }];
+    let path = write_log_with(&format!("{tag}.mrl"), 1500, if harm == Harm::Lost { &lost } else { &[] });
+    let (offset, frame) = *frames(&path).last().unwrap();
+    let end = offset as usize + FRAME_LEN + frame.stored_len as usize;
+    let mut bytes = std::fs::read(&path).unwrap();
+    match harm {
+        Harm::CutMidBlock => bytes.truncate(end - frame.stored_len as usize / 2),
+        Harm::CutBeforeEnd => bytes.truncate(end),
+        Harm::FlipInBlock => bytes[end - frame.stored_len as usize / 2] ^= 0xff,
+        Harm::Lost => {}
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    (path.to_str().unwrap().to_owned(), offset, frame)
+}
+
+/// The cells of the table row whose rule is `rule`, split on runs of spaces.
+fn row(out: &str, rule: &str) -> Option<Vec<String>> {
+    let line = out.lines().find(|l| l.contains(rule))?;
+    Some(line.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect())
+}
+
+const HEAP_BUDGET: &str = "[[domain]]\nname = \"heap\"\nmax_peak = \"1MiB\"\n";
+
+#[test]
+fn every_kind_of_damage_fails_check_with_status_3_in_the_table_json_and_junit() {
+    let b = write_budget("damage.toml", HEAP_BUDGET);
+    for (harm, kind) in [
+        (Harm::CutMidBlock, "truncated"),
+        (Harm::CutBeforeEnd, "truncated"),
+        (Harm::FlipInBlock, "bad-blocks"),
+        (Harm::Lost, "lost-events"),
+    ] {
+        let (log, offset, frame) = damaged(&format!("{harm:?}"), harm);
+        let junit = temp(&format!("{harm:?}.xml"));
+        let json = temp(&format!("{harm:?}.json"));
+        let args = ["check", &log, "--budget", &b, "--junit", junit.to_str().unwrap()];
+        let o = cli(&[&args[..], &["--json-out", json.to_str().unwrap()]].concat());
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(3), "{harm:?}: {out}{}", stderr(&o));
+        assert_eq!(
+            row(&out, "integrity of the log"),
+            Some(["DAMAGED", "integrity of the log", "-", "undamaged", kind, "-", "-"].map(String::from).to_vec()),
+            "{harm:?}: {out}"
+        );
+        assert!(out.contains(&format!("\nLOG DAMAGED: 1 rules, 0 broken\n  the log is damaged ({kind} not allowed): ")));
+
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!((v["passed"].as_bool(), v["failed"].as_u64()), (Some(false), Some(0)), "{harm:?}");
+        let i = &v["integrity"];
+        assert_eq!((i["passed"].as_bool(), i["allowed"].as_array().map(Vec::len)), (Some(false), Some(0)));
+        assert_eq!(i["baseline"], serde_json::Value::Null);
+        let l = &i["log"];
+        assert_eq!((l["clean"].as_bool(), l["passed"].as_bool()), (Some(false), Some(false)), "{harm:?}");
+        assert_eq!(
+            (l["kinds"].clone(), l["not_allowed"].clone()),
+            (serde_json::json!([kind]), serde_json::json!([kind]))
+        );
+        let intact_end = offset + (FRAME_LEN as u64) + u64::from(frame.stored_len);
+        let half = u64::from(frame.stored_len) / 2;
+        let file_len = std::fs::metadata(&log).unwrap().len();
+        // What was lost, where, and how much.
+        let expected = match harm {
+            Harm::CutMidBlock => serde_json::json!({
+                "complete": false, "bytes_read": intact_end - half, "read_until_ns": 0,
+                "bytes_lost": intact_end - half - offset, "blocks_lost": 0, "events_in_bad_blocks": 0,
+                "recorder_lost_events": 0,
+                "damage": [{"kind": "truncated", "offset": offset, "bytes": intact_end - half - offset, "events": 0,
+                            "what": format!("log cut off at byte {offset}: {} bytes of an incomplete block lost",
+                                            intact_end - half - offset)}],
+            }),
+            Harm::CutBeforeEnd => serde_json::json!({
+                "complete": false, "bytes_read": intact_end, "read_until_ns": 2_000_000, "bytes_lost": 0,
+                "blocks_lost": 0, "events_in_bad_blocks": 0, "recorder_lost_events": 0, "damage": [],
+            }),
+            Harm::FlipInBlock => serde_json::json!({
+                "complete": true, "bytes_read": file_len, "read_until_ns": null, "bytes_lost": 0,
+                "blocks_lost": 1, "events_in_bad_blocks": frame.event_count, "recorder_lost_events": 0,
+                "damage": [{"kind": "bad-blocks", "offset": offset, "bytes": 0, "events": frame.event_count,
+                            "what": l["damage"][0]["what"].clone()}],
+            }),
+            Harm::Lost => serde_json::json!({
+                "complete": true, "bytes_read": file_len, "read_until_ns": null, "bytes_lost": 0,
+                "blocks_lost": 0, "events_in_bad_blocks": 0, "recorder_lost_events": 5, "damage": [],
+            }),
+        };
+        for (key, want) in expected.as_object().unwrap() {
+            assert_eq!(&l[key], want, "{harm:?}: {key}");
+        }
+        if harm == Harm::FlipInBlock {
+            let what = l["damage"][0]["what"].as_str().unwrap();
+            assert!(what.starts_with(&format!("block at byte {offset} (thread 1, {} events", frame.event_count)));
+        }
+
+        // JUnit: a failed test case of its own, beside the rule's.
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+        let suite = doc.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
+        assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("2"), Some("1")));
+        let case = doc.descendants().find(|n| n.attribute("name") == Some("integrity of the log")).unwrap();
+        let failure = case.children().find(|n| n.has_tag_name("failure")).expect("a failure");
+        assert_eq!(failure.attribute("type"), Some("damaged"));
+        assert_eq!(failure.attribute("message"), l["message"].as_str());
+    }
+}
+
+#[test]
+fn a_truncated_log_in_full() {
+    let (log, _, _) = damaged("whole-text", Harm::CutBeforeEnd);
+    let b = write_budget("whole-text.toml", HEAP_BUDGET);
+    let o = cli(&["check", &log, "--budget", &b]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{log}: checked against {b}
+  result   rule                  at         limit   measured       margin  budget line
+  DAMAGED  integrity of the log  -      undamaged  truncated            -  -
+  ok       domain heap: peak     end  max 1.0 MiB    8.5 KiB  +1015.5 KiB  {b}:3
+
+LOG DAMAGED: 1 rules, 0 broken
+  the log is damaged (truncated not allowed): truncated (no end-of-log record: read to byte {}, events after 2.000 ms missing); the figures cover only what could be read
+",
+            std::fs::metadata(&log).unwrap().len()
+        )
+    );
+}
+
+#[test]
+fn damage_the_budget_or_a_flag_allows_passes_and_other_damage_still_fails() {
+    let (cut, _, _) = damaged("allow-cut", Harm::CutBeforeEnd);
+    let (flipped, _, _) = damaged("allow-flip", Harm::FlipInBlock);
+    let (lost, _, _) = damaged("allow-lost", Harm::Lost);
+    let b =
+        write_budget("allow.toml", &format!("{HEAP_BUDGET}\n[integrity]\nallow = [\"truncated\", \"lost-events\"]\n"));
+
+    for log in [&cut, &lost] {
+        let o = cli(&["check", log, "--budget", &b, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["passed"].as_bool(), v["integrity"]["passed"].as_bool()), (Some(true), Some(true)));
+        assert_eq!(v["integrity"]["allowed"], serde_json::json!(["truncated", "lost-events"]));
+        assert_eq!(
+            (v["integrity"]["log"]["clean"].as_bool(), v["integrity"]["log"]["passed"].as_bool()),
+            (Some(false), Some(true))
+        );
+        let out = stdout(&cli(&["check", log, "--budget", &b]));
+        assert_eq!(row(&out, "integrity of the log").unwrap()[0], "allowed", "{out}");
+        assert_eq!(row(&out, "integrity of the log").unwrap()[6], format!("{b}:6"), "{out}");
+        assert!(out.contains("\nwithin budget: 1 rules, 0 broken\n  the log is damaged, as allowed ("), "{out}");
+    }
+    // A bad block is not allowed by that budget; with the flag it is.
+    let o = cli(&["check", &flipped, "--budget", &b]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stdout(&o).contains("the log is damaged (bad-blocks not allowed)"), "{}", stdout(&o));
+    let o = cli(&["check", &flipped, "--budget", &b, "--allow-damage", "corrupt,bad-blocks"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(row(&stdout(&o), "integrity of the log").unwrap()[6], "--allow-damage");
+
+    // A broken rule on a log with allowed damage is a broken budget (1); with damage
+    // not allowed the damage wins (3).
+    let tight = write_budget("allow-tight.toml", "[[domain]]\nname = \"heap\"\nmax_peak = 1\n");
+    assert_eq!(cli(&["check", &cut, "--budget", &tight, "--allow-damage", "truncated"]).status.code(), Some(1));
+    assert_eq!(cli(&["check", &cut, "--budget", &tight]).status.code(), Some(3));
+
+    // The baseline is held to the same rule, and says which side it is.
+    let (log, _) = logs("allow-base");
+    let o = cli(&["check", &log, "--budget", &b, "--baseline", &flipped]);
+    assert_eq!(o.status.code(), Some(3));
+    let out = stdout(&o);
+    assert!(row(&out, "integrity of the log").is_none(), "the log is whole: {out}");
+    assert_eq!(row(&out, "integrity of the baseline").unwrap()[..2], ["DAMAGED", "integrity of the baseline"]);
+    assert!(
+        out.contains("\nBASELINE DAMAGED: 1 rules, 0 broken\n  the baseline is damaged (bad-blocks not allowed): "),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&cli(&["check", &log, "--budget", &b, "--baseline", &flipped, "--json"]).stdout)
+            .unwrap();
+    assert_eq!(
+        (v["integrity"]["log"]["clean"].as_bool(), v["integrity"]["baseline"]["passed"].as_bool()),
+        (Some(true), Some(false))
+    );
+
+    // Unknown kinds are errors, in the budget (at their line) and on the command line.
+    let bad = write_budget(
+        "allow-bad.toml",
+        &format!("{HEAP_BUDGET}[integrity]\nallow = [\n  \"truncated\",\n  \"cut\",\n]\n"),
+    );
+    assert_error(&cli(&["check", &log, "--budget", &bad]), &format!("{bad}:7: [integrity] allow: unknown kind of damage `cut`; kinds: truncated, corrupt, bad-blocks, unknown-blocks, trailing-bytes, lost-events"));
+    assert_error(
+        &cli(&["check", &log, "--budget", &b, "--allow-damage", "truncated,torn"]),
+        "--allow-damage: unknown kind of damage `torn`",
+    );
+    let unknown_key = write_budget("allow-key.toml", &format!("{HEAP_BUDGET}[integrity]\nallows = []\n"));
+    assert_error(&cli(&["check", &log, "--budget", &unknown_key]), "unknown field `allows`");
+}
+
+#[test]
+fn diff_marks_a_damaged_side_and_exits_3() {
+    let (log, _) = logs("diff-damage");
+    let (flipped, _, _) = damaged("diff-flip", Harm::FlipInBlock);
+    let o = cli(&["diff", &flipped, &log]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("diff: {flipped} -> {log} (live at the end; peak at each domain's peak, allocated over the whole recording)"));
+    assert!(lines[1].starts_with("  before is DAMAGED: bad-blocks, "), "{out}");
+    assert!(lines[1].ends_with(" in 1 block skipped; its figures cover only what could be read"), "{out}");
+    assert!(!out.contains("after is DAMAGED"), "{out}");
+
+    let o = cli(&["diff", &log, &flipped, "--json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["before"]["integrity"]["clean"].as_bool(), v["after"]["integrity"]["clean"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(v["after"]["integrity"]["kinds"], serde_json::json!(["bad-blocks"]));
+    assert_eq!(v["after"]["integrity"]["blocks_lost"].as_u64(), Some(1));
+
+    // Two whole logs: status 0, and no such line.
+    let o = cli(&["diff", &log, &log]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!stdout(&o).contains("DAMAGED"));
+
+    // --from/--to on a log whose recorder lost events.
+    let lost = write_log_with(
+        "diff-lost.mrl",
+        1500,
+        &[
+            Event::DefineString { id: 20, text: "later".into() },
+            Event::Label { seq: 11, name: 20 },
+            Event::Lost { events: 5, bytes: 320, reason: LossReason::ThreadTeardown },
+        ],
+    );
+    let lost = lost.to_str().unwrap();
+    let o = cli(&["diff", lost, "--from", LABEL, "--to", "later"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).lines().nth(1),
+        Some("  the log is DAMAGED: 5 events lost by the recorder; its figures cover only what could be read")
+    );
+    let o = cli(&["diff", lost, "--from", LABEL, "--to", "later", "--json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["integrity"]["kinds"].clone(), v["integrity"]["recorder_lost_events"].as_u64()),
+        (serde_json::json!(["lost-events"]), Some(5))
+    );
+    let (cut, _, _) = damaged("diff-cut", Harm::CutBeforeEnd);
+    let o = cli(&["diff", &cut, &log]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stdout(&o)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .starts_with("  before is DAMAGED: truncated (no end-of-log record: read to byte "));
 }

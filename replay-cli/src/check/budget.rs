@@ -11,6 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::glob::ContextGlob;
+use crate::integrity::DamageKind;
 use crate::report::select::parse_bytes;
 
 /// A budget, ready to check.
@@ -19,6 +20,9 @@ pub struct Budget {
     /// The file, as named on the command line.
     pub file: String,
     pub rules: Vec<Rule>,
+    /// Kinds of damage the log (and baseline) may have (`[integrity] allow`), each with
+    /// its line.
+    pub allow_damage: Vec<Located<DamageKind>>,
 }
 
 /// A value and the line of the budget file it was written on.
@@ -198,6 +202,14 @@ struct RawBudget {
     #[serde(default)]
     context: Vec<Spanned<RawContext>>,
     efficiency: Option<Spanned<RawEfficiency>>,
+    integrity: Option<RawIntegrity>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntegrity {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -402,11 +414,19 @@ impl Budget {
             }
         }
 
+        let mut allow_damage = Vec::new();
+        for kind in raw.integrity.iter().flat_map(|i| &i.allow) {
+            let at = line(kind.span());
+            let value =
+                DamageKind::parse(kind.get_ref()).map_err(|e| format!("{file}:{at}: [integrity] allow: {e}"))?;
+            allow_damage.push(Located { value, line: at });
+        }
+
         if rules.is_empty() {
             return Err(format!("{file}: no rules: the budget limits nothing (see BUDGET.md)"));
         }
         rules.sort_by_key(|r| r.line);
-        Ok(Budget { file: file.to_owned(), rules })
+        Ok(Budget { file: file.to_owned(), rules, allow_damage })
     }
 
     /// Whether any rule compares against a baseline log.

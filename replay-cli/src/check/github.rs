@@ -1,6 +1,6 @@
-//! GitHub Actions workflow commands for `check --github`: an `::error` annotation for each
-//! broken rule, pointing to the rule's line of the budget file, and a `::notice` with the
-//! totals.
+//! GitHub Actions workflow commands for `check --github`: an `::error` annotation for a
+//! damaged log or baseline (unless allowed) and for each broken rule, pointing to the
+//! rule's line of the budget file, and a `::notice` with the totals.
 
 use std::fmt::Write as _;
 
@@ -19,6 +19,10 @@ pub fn escape_property(s: &str) -> String {
 /// The annotations, one per line.
 pub fn annotations(r: &CheckReport) -> String {
     let mut o = String::new();
+    for side in r.integrity.damaged().filter(|s| !s.passed) {
+        let title = format!("memory budget: integrity of {}", side.which);
+        let _ = writeln!(o, "::error title={}::{}", escape_property(&title), escape_data(&side.message));
+    }
     for t in r.results.iter().filter(|t| !t.passed) {
         let _ = writeln!(
             o,

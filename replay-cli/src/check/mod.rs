@@ -7,7 +7,8 @@
 //! every report uses) and renders the results: a table, JSON, JUnit XML ([`junit`]) and
 //! GitHub Actions annotations ([`github`]). Exit status: 0 every rule holds, 1 a rule
 //! is broken, 2 the check could not run (a bad log, a bad budget, a label or domain the
-//! log does not have).
+//! log does not have), 3 the log or the baseline is damaged (truncated, corrupt, events
+//! lost: [`crate::integrity`]) in a way neither the budget nor `--allow-damage` allows.
 
 pub mod budget;
 pub mod github;
@@ -21,6 +22,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
+use crate::integrity::{DamageKind, LogIntegrity};
 use crate::replay::state::{NodeId, ROOT};
 use crate::report::compare::{path_text, LevelPath, LogFigures, Metrics};
 use crate::report::diff::{signed_count, signed_size};
@@ -33,6 +35,9 @@ use budget::{Budget, Limit, Located, Metric, Rule, Scope};
 
 /// Exit status of a check that found a broken budget.
 pub const EXIT_BROKEN: u8 = 1;
+/// Exit status of a check on a log (or baseline) with damage that is not allowed,
+/// whatever its rules say: their figures cover only what could be read.
+pub use crate::integrity::EXIT_DAMAGED;
 
 /// The command line of `check`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
@@ -59,6 +64,11 @@ pub struct CheckArgs {
     /// line of the budget.
     #[arg(long)]
     pub github: bool,
+    /// Kinds of damage the log and the baseline may have without failing the check
+    /// (comma-separated): truncated, corrupt, bad-blocks, unknown-blocks,
+    /// trailing-bytes, lost-events. Any other damage exits with status 3.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',')]
+    pub allow_damage: Vec<String>,
 }
 
 /// The results of a check.
@@ -70,12 +80,94 @@ pub struct CheckReport {
     pub path: String,
     pub budget: String,
     pub baseline: Option<String>,
-    /// Every rule holds.
+    /// Every rule holds, and neither log has damage that is not allowed.
     pub passed: bool,
     pub rules: u64,
     pub failed: u64,
+    /// Whether the log and the baseline are whole.
+    pub integrity: IntegrityResult,
     /// One per rule (per matched context for `each` context rules), in budget order.
     pub results: Vec<RuleResult>,
+}
+
+/// The integrity of the logs checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntegrityResult {
+    /// Neither log has damage that is not allowed.
+    pub passed: bool,
+    /// The kinds of damage allowed (by the budget's `[integrity] allow` and
+    /// `--allow-damage`).
+    pub allowed: Vec<DamageKind>,
+    pub log: SideIntegrity,
+    /// Null without `--baseline`.
+    pub baseline: Option<SideIntegrity>,
+}
+
+/// One log's integrity, held to what is allowed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideIntegrity {
+    #[serde(flatten)]
+    pub facts: LogIntegrity,
+    /// The kinds found that are not allowed.
+    pub not_allowed: Vec<DamageKind>,
+    /// No damage, or only damage that is allowed.
+    pub passed: bool,
+    /// One sentence: what was lost, and whether that is allowed.
+    pub message: String,
+    /// `the log` or `the baseline`.
+    #[serde(skip)]
+    pub which: &'static str,
+    /// What allowed the damage found (`budget.toml:3`, `--allow-damage`), if it was.
+    #[serde(skip)]
+    pub allowed_by: Option<String>,
+}
+
+/// The kinds of damage allowed, each with what allowed it.
+struct Allowed {
+    kinds: Vec<(DamageKind, String)>,
+}
+
+impl Allowed {
+    fn new(budget: &Budget, flags: &[String]) -> Result<Allowed, CliError> {
+        let mut kinds: Vec<(DamageKind, String)> =
+            budget.allow_damage.iter().map(|k| (k.value, format!("{}:{}", budget.file, k.line))).collect();
+        for name in flags {
+            let kind = DamageKind::parse(name.trim()).map_err(|e| CliError::Usage(format!("--allow-damage: {e}")))?;
+            kinds.push((kind, "--allow-damage".to_owned()));
+        }
+        Ok(Allowed { kinds })
+    }
+
+    fn by(&self, kind: DamageKind) -> Option<&str> {
+        self.kinds.iter().find(|(k, _)| *k == kind).map(|(_, by)| by.as_str())
+    }
+
+    fn names(&self) -> Vec<DamageKind> {
+        let mut k: Vec<DamageKind> = self.kinds.iter().map(|(k, _)| *k).collect();
+        k.sort();
+        k.dedup();
+        k
+    }
+
+    fn hold(&self, facts: LogIntegrity, which: &'static str) -> SideIntegrity {
+        let not_allowed: Vec<DamageKind> = facts.kinds.iter().copied().filter(|k| self.by(*k).is_none()).collect();
+        let mut by: Vec<&str> = facts.kinds.iter().filter_map(|k| self.by(*k)).collect();
+        by.dedup();
+        let allowed_by = (!facts.clean && not_allowed.is_empty()).then(|| by.join(", "));
+        let names = |k: &[DamageKind]| k.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+        let message = if facts.clean {
+            format!("{which} is whole: nothing lost")
+        } else if let Some(by) = &allowed_by {
+            format!("{which} is damaged, as allowed ({by}): {}", facts.summary())
+        } else {
+            format!(
+                "{which} is damaged ({} not allowed): {}; the figures cover only what could be read",
+                names(&not_allowed),
+                facts.summary()
+            )
+        };
+        SideIntegrity { passed: not_allowed.is_empty(), not_allowed, message, which, allowed_by, facts }
+    }
 }
 
 /// A number in the results: exact for bytes and counts, fractional for percentages.
@@ -148,7 +240,13 @@ pub fn run(args: &CheckArgs, progress: Progress, out: &mut dyn std::io::Write) -
         text.push_str(&github::annotations(&report));
     }
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
-    Ok(if report.passed { 0 } else { EXIT_BROKEN })
+    Ok(if !report.integrity.passed {
+        EXIT_DAMAGED
+    } else if report.passed {
+        0
+    } else {
+        EXIT_BROKEN
+    })
 }
 
 /// Reads the budget and measures it on the log (and baseline) of `args`.
@@ -157,6 +255,7 @@ pub fn build(args: &CheckArgs, progress: Progress) -> Result<CheckReport, CliErr
     let text =
         std::fs::read_to_string(&args.budget).map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
     let budget = Budget::parse(&file, &text).map_err(CliError::Usage)?;
+    let allowed = Allowed::new(&budget, &args.allow_damage)?;
     if args.baseline.is_none() {
         if let Some(r) = budget.needs_baseline() {
             return Err(CliError::Usage(format!("{file}:{}: growth limits need a --baseline log", r.line)));
@@ -167,15 +266,22 @@ pub fn build(args: &CheckArgs, progress: Progress) -> Result<CheckReport, CliErr
         Some(p) => Some(report::load(&ReportArgs::new(p), progress)?),
         None => None,
     };
-    let current = Measured::new(&log, &budget, "the log")?;
-    let base = match &baseline {
-        Some(b) => Some(Measured::new(b, &budget, "the baseline")?),
-        None => None,
+    let log_side = allowed.hold(log.integrity(), "the log");
+    let base_side = baseline.as_ref().map(|b| allowed.hold(b.integrity(), "the baseline"));
+    let integrity = IntegrityResult {
+        passed: log_side.passed && base_side.as_ref().is_none_or(|b| b.passed),
+        allowed: allowed.names(),
+        log: log_side,
+        baseline: base_side,
     };
-    let mut results = Vec::new();
-    for rule in &budget.rules {
-        evaluate(&budget, rule, &current, base.as_ref(), &mut results)?;
-    }
+    let results = measure_all(&budget, &log, baseline.as_ref()).map_err(|e| match e {
+        // A label or domain missing from a damaged log may be in what was lost.
+        CliError::Usage(m) if !integrity.passed => {
+            let damaged: Vec<&str> = integrity.damaged().map(|s| s.message.as_str()).collect();
+            CliError::Usage(format!("{m}\n{}", damaged.join("\n")))
+        }
+        e => e,
+    })?;
     let failed = results.iter().filter(|r| !r.passed).count() as u64;
     Ok(CheckReport {
         schema_version: SCHEMA_VERSION,
@@ -183,11 +289,26 @@ pub fn build(args: &CheckArgs, progress: Progress) -> Result<CheckReport, CliErr
         path: log.path.clone(),
         budget: file,
         baseline: baseline.map(|b| b.path.clone()),
-        passed: failed == 0,
+        passed: failed == 0 && integrity.passed,
         rules: results.len() as u64,
         failed,
+        integrity,
         results,
     })
+}
+
+/// Every rule of `budget`, measured on `log` (and `baseline`).
+fn measure_all(budget: &Budget, log: &Loaded, baseline: Option<&Loaded>) -> Result<Vec<RuleResult>, CliError> {
+    let current = Measured::new(log, budget, "the log")?;
+    let base = match baseline {
+        Some(b) => Some(Measured::new(b, budget, "the baseline")?),
+        None => None,
+    };
+    let mut results = Vec::new();
+    for rule in &budget.rules {
+        evaluate(budget, rule, &current, base.as_ref(), &mut results)?;
+    }
+    Ok(results)
 }
 
 /// One log's figures at every point the budget names.
@@ -614,6 +735,13 @@ fn message(
     }
 }
 
+impl IntegrityResult {
+    /// The logs that are not whole (allowed or not): the log, then the baseline.
+    pub fn damaged(&self) -> impl Iterator<Item = &SideIntegrity> {
+        std::iter::once(&self.log).chain(self.baseline.as_ref()).filter(|s| !s.facts.clean)
+    }
+}
+
 impl CheckReport {
     pub fn to_text(&self) -> String {
         let mut o = String::new();
@@ -633,6 +761,17 @@ impl CheckReport {
             ("margin", Align::Right),
             ("budget line", Align::Left),
         ]);
+        for side in self.integrity.damaged() {
+            t.row(vec![
+                if side.passed { "allowed".into() } else { "DAMAGED".into() },
+                format!("integrity of {}", side.which),
+                "-".into(),
+                "undamaged".into(),
+                side.facts.kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
+                "-".into(),
+                side.allowed_by.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
         for r in &self.results {
             let growth = r.metric.starts_with("growth");
             let limit = format!("{} {}", r.comparison, number_text(r.unit, Some(r.limit), false));
@@ -653,13 +792,20 @@ impl CheckReport {
             ]);
         }
         o.push_str(&t.render(2));
-        let _ = writeln!(
-            o,
-            "\n{}: {} rules, {} broken",
-            if self.passed { "within budget" } else { "BUDGET BROKEN" },
-            self.rules,
-            self.failed
-        );
+        let verdict = match (self.integrity.log.passed, self.integrity.baseline.as_ref().is_none_or(|b| b.passed)) {
+            (false, false) => "LOG AND BASELINE DAMAGED",
+            (false, true) => "LOG DAMAGED",
+            (true, false) => "BASELINE DAMAGED",
+            (true, true) if self.failed == 0 => "within budget",
+            (true, true) => "BUDGET BROKEN",
+        };
+        let _ = writeln!(o, "\n{verdict}: {} rules, {} broken", self.rules, self.failed);
+        for side in self.integrity.damaged() {
+            let _ = writeln!(o, "  {}", side.message);
+            for d in &side.facts.damage {
+                let _ = writeln!(o, "    damage: {}", d.what);
+            }
+        }
         for r in self.results.iter().filter(|r| !r.passed) {
             let _ = writeln!(o, "  {}", r.message);
         }

@@ -22,6 +22,14 @@ pub struct Replay {
     pub state: ReplayState,
 }
 
+impl Replay {
+    /// Whether the log is whole, and what was lost if not.
+    pub fn integrity(&self) -> crate::integrity::LogIntegrity {
+        let last_clock = crate::report::select::ticks_to_ns(self.state.end_time_ns, self.header.ticks_per_second);
+        crate::integrity::LogIntegrity::new(&self.report, self.state.lost_events, last_clock)
+    }
+}
+
 /// Reads and replays the log at `path`. `progress(done, total)` is called now and then.
 pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64, u64)) -> Result<Replay, FormatError> {
     let start = std::time::Instant::now();

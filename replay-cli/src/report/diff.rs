@@ -25,6 +25,7 @@ use std::sync::Arc;
 use clap::Args;
 use serde::Serialize;
 
+use crate::integrity::{LogIntegrity, EXIT_DAMAGED};
 use crate::replay::state::ROOT;
 use crate::symbols::{Frame, Resolution, SiteName, SymbolStats, Symbolizer};
 use crate::CliError;
@@ -116,9 +117,11 @@ impl DiffArgs {
 }
 
 /// `replay-cli diff`: checks the arguments, builds the diff (of two logs, or of two
-/// labels of one log) and writes it to `out`. Returns the exit status (0).
+/// labels of one log) and writes it to `out`. Returns the exit status: 0, or
+/// [`EXIT_DAMAGED`] when a log read is damaged (the report is written all the same).
 pub fn run(args: &DiffArgs, progress: Progress, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     let usage = |s: &str| Err(CliError::Usage(s.into()));
+    let damaged;
     let text = match (&args.after, &args.from, &args.to) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             return usage("--from/--to compare two labels of one log: give one log, or use --at to compare two logs")
@@ -128,6 +131,7 @@ pub fn run(args: &DiffArgs, progress: Progress, out: &mut dyn std::io::Write) ->
                 return usage("--at does not apply with --from/--to");
             }
             let r = super::range::build(args, from, to, progress)?;
+            damaged = !r.integrity.clean;
             if args.json {
                 super::to_json(&r)
             } else {
@@ -140,6 +144,7 @@ pub fn run(args: &DiffArgs, progress: Progress, out: &mut dyn std::io::Write) ->
         }
         (Some(after), None, None) => {
             let d = build(args, after, progress)?;
+            damaged = !(d.before.integrity.clean && d.after.integrity.clean);
             if args.json {
                 super::to_json(&d)
             } else {
@@ -148,7 +153,7 @@ pub fn run(args: &DiffArgs, progress: Progress, out: &mut dyn std::io::Write) ->
         }
     };
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
-    Ok(0)
+    Ok(if damaged { EXIT_DAMAGED } else { 0 })
 }
 
 /// The `diff` report of two logs.
@@ -199,6 +204,8 @@ pub struct Side {
     pub path: String,
     /// Where its "live" figures are read.
     pub at: PointInfo,
+    /// Whether the log is whole, and what was lost if not.
+    pub integrity: LogIntegrity,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -815,7 +822,7 @@ fn name_rows(rows: &mut Rows, this: &Symbolizer, other: &Symbolizer) {
 
 fn side(o: &Observed) -> Side {
     let l = &o.loaded;
-    Side { path: l.path.clone(), at: l.sel.info(l.state(), l.ticks_per_second()).at }
+    Side { path: l.path.clone(), at: l.sel.info(l.state(), l.ticks_per_second()).at, integrity: l.integrity() }
 }
 
 fn status(before: bool, after: bool, figures: &FigureChanges) -> Status {
@@ -1029,6 +1036,11 @@ impl Diff {
             self.after.path,
             point_words(&self.before.at).replacen("at ", "live at ", 1)
         );
+        for (which, side) in [("before", &self.before), ("after", &self.after)] {
+            if let Some(line) = side.integrity.damaged_line(which) {
+                let _ = writeln!(o, "{line}");
+            }
+        }
         match self.min_delta {
             MinDeltaInfo { bytes: Some(b), .. } => {
                 let _ = writeln!(o, "  rows changed by less than {} hidden", size(b));

@@ -37,6 +37,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::integrity::LogIntegrity;
 use crate::replay::{Replay, ReplayState};
 use crate::symbols::Symbolizer;
 use crate::CliError;
@@ -73,6 +74,11 @@ impl Loaded {
     /// (a lower bound, for a log cut off before its end).
     pub fn end_ns(&self) -> u64 {
         self.replay.report.end.map_or_else(|| self.ns(self.state().end_time_ns), |e| e.end_ns)
+    }
+
+    /// Whether the log is whole, and what was lost if not.
+    pub fn integrity(&self) -> LogIntegrity {
+        self.replay.integrity()
     }
 }
 
@@ -114,25 +120,24 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
 /// what was lost, so no report passes it over in silence (`summarize` and `info` also
 /// give the details in the report itself).
 pub(crate) fn warn_if_damaged(path: &std::path::Path, replay: &Replay) {
-    let r = &replay.report;
-    let recorder_lost = replay.state.lost_events.max(r.end.map_or(0, |e| e.lost_events));
-    if r.is_clean() && recorder_lost == 0 {
+    let i = replay.integrity();
+    if i.clean {
         return;
     }
     let mut what = Vec::new();
-    if r.end.is_none() {
+    if !i.complete {
         what.push("cut off (no end-of-log record)".to_owned());
-    } else if !r.is_clean() {
+    } else if !i.undamaged() {
         what.push("damaged".to_owned());
     }
-    if r.bytes_lost() > 0 {
-        what.push(format!("{} lost", table::size(r.bytes_lost())));
+    if i.bytes_lost > 0 {
+        what.push(format!("{} lost", table::size(i.bytes_lost)));
     }
-    if r.events_in_bad_blocks() > 0 {
-        what.push(format!("{} in damaged blocks", table::plural(r.events_in_bad_blocks(), "event")));
+    if i.events_in_bad_blocks > 0 {
+        what.push(format!("{} in damaged blocks", table::plural(i.events_in_bad_blocks, "event")));
     }
-    if recorder_lost > 0 {
-        what.push(format!("{} lost by the recorder", table::plural(recorder_lost, "event")));
+    if i.recorder_lost_events > 0 {
+        what.push(format!("{} lost by the recorder", table::plural(i.recorder_lost_events, "event")));
     }
     eprintln!(
         "replay-cli: warning: {}: {}; the figures cover what was read (`replay-cli info` has the details)",

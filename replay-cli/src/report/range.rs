@@ -30,6 +30,7 @@ use super::summarize::LabelRef;
 use super::table::{plural, size, Align, Table};
 use super::top::SourceLine;
 use super::{domain_ref, Amount, DomainRef, Progress, SCHEMA_VERSION};
+use crate::integrity::LogIntegrity;
 
 /// The `diff --from --to` report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,6 +39,8 @@ pub struct RangeDiff {
     /// `"diff-range"`.
     pub report: &'static str,
     pub path: String,
+    /// Whether the log is whole, and what was lost if not.
+    pub integrity: LogIntegrity,
     pub from: LabelRef,
     pub to: LabelRef,
     /// Over the top-level domains (a pool's blocks are not added to the heap's).
@@ -239,6 +242,7 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
         schema_version: SCHEMA_VERSION,
         report: "diff-range",
         path: l.path.clone(),
+        integrity: l.integrity(),
         from: label_ref(from_index),
         to: label_ref(to_index),
         total: Amount::new(
@@ -277,6 +281,9 @@ impl RangeDiff {
             self.to.name,
             ms(self.to.time_ns)
         );
+        if let Some(line) = self.integrity.damaged_line("the log") {
+            let _ = writeln!(o, "{line}");
+        }
         if self.domains.is_empty() {
             let _ = writeln!(o, "\nnothing: every allocation made in between was freed by then");
             return o;

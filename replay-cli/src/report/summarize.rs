@@ -356,13 +356,14 @@ pub fn build(l: &Loaded) -> Summary {
             max_stack_depth: header.max_stack_depth,
         },
     };
+    let facts = l.integrity();
     let integrity = Integrity {
-        complete: report.end.is_some(),
-        clean: report.is_clean(),
-        damage: report.damage.iter().map(ToString::to_string).collect(),
-        bytes_lost: report.bytes_lost(),
-        events_in_bad_blocks: report.events_in_bad_blocks(),
-        lost_events: state.lost_events.max(report.end.map_or(0, |e| e.lost_events)),
+        complete: facts.complete,
+        clean: facts.undamaged(),
+        damage: facts.damage_text(),
+        bytes_lost: facts.bytes_lost,
+        events_in_bad_blocks: facts.events_in_bad_blocks,
+        lost_events: facts.recorder_lost_events,
     };
 
     let domains: Vec<DomainSummary> = figs.iter().map(|d| domain_summary(l, d)).collect();
