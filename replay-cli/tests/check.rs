@@ -751,6 +751,24 @@ fn damage_the_budget_or_a_flag_allows_passes_and_other_damage_still_fails() {
         (Some(true), Some(false))
     );
 
+    // A label lost with a bad block: no rule can be measured, and the damage is what
+    // fails (3), with the report; with that damage allowed the check cannot run (2).
+    let at_label = write_budget("allow-label.toml", &format!("at = '{LABEL}'\n{HEAP_BUDGET}"));
+    let o = cli(&["check", &flipped, "--budget", &at_label, "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["rules"].as_u64(), v["results"].as_array().map(Vec::len)), (Some(0), Some(0)));
+    assert_eq!(
+        v["integrity"]["unmeasured"].as_str(),
+        Some(format!("{at_label}:1: no label \"{LABEL}\" in the log; labels: none (the log)").as_str())
+    );
+    let out = stdout(&cli(&["check", &flipped, "--budget", &at_label]));
+    assert!(out.contains("\nLOG DAMAGED: 0 rules, 0 broken\n"), "{out}");
+    assert!(out.ends_with(&format!("  the rules could not be measured: {at_label}:1: no label \"{LABEL}\" in the log; labels: none (the log)\n")), "{out}");
+    let o = cli(&["check", &flipped, "--budget", &at_label, "--allow-damage", "bad-blocks"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(&format!("replay-cli: {at_label}:1: no label")), "{}", stderr(&o));
+
     // Unknown kinds are errors, in the budget (at their line) and on the command line.
     let bad = write_budget(
         "allow-bad.toml",

@@ -42,7 +42,11 @@ pub fn render(r: &CheckReport) -> String {
         } else {
             let _ = writeln!(o, "{open}>");
             let m = escape(&side.message);
-            let _ = writeln!(o, r#"      <failure message="{m}" type="damaged">{m}</failure>"#);
+            let body = match &r.integrity.unmeasured {
+                Some(why) => escape(&format!("{}\nthe rules could not be measured: {why}", side.message)),
+                None => m.clone(),
+            };
+            let _ = writeln!(o, r#"      <failure message="{m}" type="damaged">{body}</failure>"#);
             let _ = writeln!(o, "    </testcase>");
         }
     }

@@ -101,6 +101,9 @@ pub struct IntegrityResult {
     pub log: SideIntegrity,
     /// Null without `--baseline`.
     pub baseline: Option<SideIntegrity>,
+    /// Why the rules could not be measured on a damaged log (a label or domain the
+    /// budget names is not in what could be read); null when they were.
+    pub unmeasured: Option<String>,
 }
 
 /// One log's integrity, held to what is allowed.
@@ -268,20 +271,23 @@ pub fn build(args: &CheckArgs, progress: Progress) -> Result<CheckReport, CliErr
     };
     let log_side = allowed.hold(log.integrity(), "the log");
     let base_side = baseline.as_ref().map(|b| allowed.hold(b.integrity(), "the baseline"));
-    let integrity = IntegrityResult {
+    let mut integrity = IntegrityResult {
         passed: log_side.passed && base_side.as_ref().is_none_or(|b| b.passed),
         allowed: allowed.names(),
         log: log_side,
         baseline: base_side,
+        unmeasured: None,
     };
-    let results = measure_all(&budget, &log, baseline.as_ref()).map_err(|e| match e {
-        // A label or domain missing from a damaged log may be in what was lost.
-        CliError::Usage(m) if !integrity.passed => {
-            let damaged: Vec<&str> = integrity.damaged().map(|s| s.message.as_str()).collect();
-            CliError::Usage(format!("{m}\n{}", damaged.join("\n")))
+    let results = match measure_all(&budget, &log, baseline.as_ref()) {
+        Ok(results) => results,
+        // A label or domain missing from a damaged log may be in what was lost: the
+        // damage is the failure to report.
+        Err(CliError::Usage(m)) if !integrity.passed => {
+            integrity.unmeasured = Some(m);
+            Vec::new()
         }
-        e => e,
-    })?;
+        Err(e) => return Err(e),
+    };
     let failed = results.iter().filter(|r| !r.passed).count() as u64;
     Ok(CheckReport {
         schema_version: SCHEMA_VERSION,
@@ -805,6 +811,9 @@ impl CheckReport {
             for d in &side.facts.damage {
                 let _ = writeln!(o, "    damage: {}", d.what);
             }
+        }
+        if let Some(why) = &self.integrity.unmeasured {
+            let _ = writeln!(o, "  the rules could not be measured: {why}");
         }
         for r in self.results.iter().filter(|r| !r.passed) {
             let _ = writeln!(o, "  {}", r.message);
