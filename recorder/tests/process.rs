@@ -81,6 +81,16 @@ fn child_scenario() {
             std::thread::sleep(Duration::from_millis(30));
             memreplay::stop().unwrap();
         }
+        // Killed the moment `start` returns, before the writer thread ever ran.
+        "killed_at_once" => {
+            memreplay::start(memreplay::Config::new(path)).unwrap();
+            match std::env::var("MEMREPLAY_TEST_SIGNAL").as_deref() {
+                Ok("kill") => unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                },
+                _ => std::process::abort(),
+            }
+        }
         other => panic!("unknown scenario {other:?}"),
     }
 }
@@ -153,6 +163,25 @@ fn a_crash_loses_at_most_the_last_flush_interval() {
         })
         .collect();
     assert!(strings.contains(&"idle worker"), "thread names: {strings:?}");
+}
+
+#[test]
+fn a_process_killed_as_start_returns_leaves_a_readable_log() {
+    for signal in ["abort", "kill"] {
+        let path = temp(&format!("killed-at-once-{signal}.mrl"));
+        let mut c = child("killed_at_once", &path);
+        let child = c.env("MEMREPLAY_TEST_SIGNAL", signal).stdout(std::process::Stdio::null()).spawn().unwrap();
+        let pid = child.id();
+        let status = child.wait_with_output().unwrap().status;
+        assert!(!status.success(), "the child dies ({signal})");
+        let log = Log::open(&path).unwrap_or_else(|e| panic!("{signal}: {e}"));
+        std::fs::remove_file(&path).ok();
+        assert_eq!(log.header.pid, u64::from(pid), "{signal}: the header is on disk");
+        assert_eq!(log.header.flags & memreplay_format::header_flags::CALLSTACKS_ON_ALLOC, 1, "{signal}: options");
+        assert!(log.report.end.is_none(), "{signal}: no end record");
+        let modules = log.events().filter(|(_, e)| matches!(e, Event::Module { .. })).count();
+        assert!(modules >= 1, "{signal}: the module map is on disk");
+    }
 }
 
 #[test]

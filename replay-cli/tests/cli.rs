@@ -234,7 +234,16 @@ fn not_a_log() {
     assert_error(&cli(&["info", path.to_str().unwrap()]), "not a memreplay log");
     let empty = temp("empty.mrl");
     std::fs::write(&empty, "").unwrap();
-    assert_error(&cli(&["info", empty.to_str().unwrap()]), "not a memreplay log");
+    let said = String::from_utf8(cli(&["info", empty.to_str().unwrap()]).stderr).unwrap();
+    assert_eq!(
+        said,
+        format!(
+            "replay-cli: {}: the log is empty (0 bytes): the recording process wrote nothing, e.g. it was killed \
+             before its recorder started\n",
+            empty.display()
+        )
+    );
+    assert_error(&cli(&["info", empty.to_str().unwrap()]), "is empty (0 bytes)");
 }
 
 #[test]
