@@ -10,6 +10,7 @@
 
 mod buffer;
 mod record;
+mod signals;
 mod stack;
 mod sys;
 mod thread;
@@ -142,6 +143,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         .map_err(StartError::Io)?;
         *control = Some(handle);
         install_exit_hook();
+        signals::install();
         SESSION.store(session as *const Session as *mut Session, Ordering::Release);
         Ok(())
     })

@@ -165,6 +165,8 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
 
     let mut next_tick = Instant::now() + config.flush_interval;
     let mut next_modules = Instant::now() + MODULE_RESCAN;
+    // A termination signal to raise again once the log is finished.
+    let mut end_by_signal = None;
     loop {
         let due = sampler.as_ref().map_or(next_tick, |p| p.next.min(next_tick));
         let wait = due.saturating_duration_since(Instant::now());
@@ -175,6 +177,20 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
         }
         if session.stopping.load(Ordering::Acquire) {
             break;
+        }
+        match super::signals::take() {
+            Some((sig, true)) => {
+                end_by_signal = Some(sig);
+                break;
+            }
+            // The program's own handler chained to ours: it ends on its own terms (its
+            // exit finishes the log); what was recorded so far goes to the file now.
+            Some((_, false)) => {
+                w.collect_idle();
+                w.write_all_streams();
+                w.flush();
+            }
+            None => {}
         }
         let now = Instant::now();
         if let Some(p) = sampler.as_mut().filter(|p| now >= p.next) {
@@ -260,6 +276,9 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
         backpressure_ms = stats.backpressure_ns / 1_000_000,
         "recording stopped"
     );
+    if let Some(sig) = end_by_signal {
+        super::signals::end_by(sig);
+    }
     stats
 }
 
