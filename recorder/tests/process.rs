@@ -114,11 +114,12 @@ fn child_scenario() {
             let cpu = cpu_time() - cpu_before;
             let st = memreplay::stop().unwrap();
             println!(
-                "stats events={} lost={} bytes={} cpu_ms={}",
+                "stats events={} lost={} bytes={} cpu_ms={} blocks={}",
                 st.events,
                 st.lost_events,
                 st.bytes,
-                cpu.as_millis()
+                cpu.as_millis(),
+                st.blocks
             );
         }
         other => panic!("unknown scenario {other:?}"),
@@ -142,15 +143,15 @@ fn said(out: &std::process::Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("memreplay:")).map(str::to_owned).collect()
 }
 
-/// The figures a `write_fails` child printed: events, lost events, bytes, CPU ms.
-fn child_stats(out: &std::process::Output) -> [u64; 4] {
+/// The figures a `write_fails` child printed: events, lost events, bytes, CPU ms, blocks.
+fn child_stats(out: &std::process::Output) -> [u64; 5] {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
         .find_map(|l| l.split_once("stats ").map(|(_, s)| s))
         .unwrap_or_else(|| panic!("no stats: {stdout}"));
     let v: Vec<u64> = line.split(' ').map(|kv| kv.split_once('=').unwrap().1.parse().unwrap()).collect();
-    [v[0], v[1], v[2], v[3]]
+    [v[0], v[1], v[2], v[3], v[4]]
 }
 
 fn temp(name: &str) -> PathBuf {
@@ -253,8 +254,8 @@ fn an_unwritable_log_is_said_once_and_the_program_runs_on() {
         ["memreplay: cannot flush the log /dev/full: No space left on device (os error 28); recording stops writing: \
           0 events (0 bytes) were written, later events are counted as lost"]
     );
-    let [events, lost, bytes, cpu_ms] = child_stats(&out);
-    assert_eq!((events, bytes), (0, 0));
+    let [events, lost, bytes, cpu_ms, blocks] = child_stats(&out);
+    assert_eq!((events, blocks, bytes), (0, 0, 0), "nothing reached the file");
     assert!(lost >= 40_000, "the 40,000 allocations (and their frees) are lost: {lost}");
     assert!(cpu_ms < 100, "{cpu_ms} ms of CPU in 300 ms asleep: the writer must not spin");
 
@@ -275,7 +276,7 @@ fn a_disk_that_fills_mid_run_is_said_once_and_the_log_reads_as_cut_off() {
     // A file size limit plays the full disk: writes past 48 KiB fail (EFBIG).
     let out = child("write_fails", &path).env("MEMREPLAY_TEST_FSIZE", "49152").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let [events, lost, bytes, _] = child_stats(&out);
+    let [events, lost, bytes, _, blocks] = child_stats(&out);
     let said = said(&out);
     assert_eq!(said.len(), 1, "{said:?}");
     // What failed (a block's write or a flush, as the buffer filled), which path, and
@@ -302,6 +303,7 @@ fn a_disk_that_fills_mid_run_is_said_once_and_the_log_reads_as_cut_off() {
     // Every event said written is in the file; at most those said lost are missing.
     let read = log.events().filter(|(_, e)| !matches!(e, Event::Time { .. })).count() as u64;
     let read_all = log.events().count() as u64;
+    assert!(log.report.blocks >= blocks, "every block said written is read: {} of {blocks}", log.report.blocks);
     assert!(read_all >= events && read <= events + lost, "read {read_all}, written {events}, lost {lost}");
 }
 

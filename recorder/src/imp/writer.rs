@@ -92,7 +92,8 @@ pub(crate) struct Writer {
     modules: HashSet<(u64, String)>,
     /// Events that never reached the file: counted from the first write failure on.
     lost_events: u64,
-    /// Events and bytes (header included) that reached the file at the last flush.
+    /// Blocks, events and bytes (header included) that reached the file at the last flush.
+    flushed_blocks: u64,
     flushed_events: u64,
     flushed_bytes: u64,
     /// A write or flush failed: nothing more is written, every later event is lost.
@@ -142,6 +143,7 @@ impl Writer {
             domains_written: 0,
             modules: HashSet::new(),
             lost_events: 0,
+            flushed_blocks: 0,
             flushed_events: 0,
             flushed_bytes: 0,
             failed: false,
@@ -229,8 +231,7 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
     session.pool.drain();
 
     let stacks = w.stacks.len() as u32;
-    let blocks = w.log.blocks();
-    let (events, lost_events, failed) = (w.flushed_events, w.lost_events, w.failed);
+    let (blocks, events, lost_events, failed) = (w.flushed_blocks, w.flushed_events, w.lost_events, w.failed);
     let end_ns = session.now_ns();
     let path = w.path;
     let file_len = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -506,6 +507,7 @@ impl Writer {
         }
         match self.log.flush() {
             Ok(()) => {
+                self.flushed_blocks = self.log.blocks();
                 self.flushed_events = self.log.events();
                 self.flushed_bytes = self.log.bytes();
             }
