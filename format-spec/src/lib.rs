@@ -32,6 +32,8 @@ pub use writer::LogWriter;
 /// recorded in the [`ReadReport`] and reading goes on.
 #[derive(Debug)]
 pub enum FormatError {
+    /// The file is empty (0 bytes): the recording process wrote nothing at all.
+    Empty,
     /// The file does not start with the memreplay magic.
     NotAMemreplayLog,
     /// The log was written by an incompatible (newer or older major) version.
@@ -49,6 +51,11 @@ pub enum FormatError {
 impl std::fmt::Display for FormatError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            FormatError::Empty => write!(
+                f,
+                "the log is empty (0 bytes): the recording process wrote nothing, e.g. it was killed before \
+                 its recorder started"
+            ),
             FormatError::NotAMemreplayLog => {
                 write!(f, "not a memreplay log (.mrl): the file does not start with the log magic")
             }

@@ -160,6 +160,9 @@ impl<R: Read> LogReader<R> {
             report: ReadReport::default(),
         };
         r.fill(16)?;
+        if r.eof && r.available() == 0 {
+            return Err(FormatError::Empty);
+        }
         let (header, len) = loop {
             match FileHeader::parse(&r.buf[r.start..r.end]) {
                 Err(FormatError::TruncatedHeader) if !r.eof => {

@@ -65,6 +65,11 @@ impl<W: Write> LogWriter<W> {
         &mut self.out
     }
 
+    /// The underlying writer, without an end record (a log given up after a failed write).
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
     /// Writes the end-of-log record and returns the underlying writer and the record.
     pub fn finish(mut self, lost_events: u64, end_ns: u64) -> io::Result<(W, EndOfLog)> {
         let end = EndOfLog { blocks: self.blocks, events: self.events, lost_events, end_ns };

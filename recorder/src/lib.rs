@@ -76,13 +76,14 @@ impl std::error::Error for StartError {}
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionStats {
     pub path: std::path::PathBuf,
-    /// Events written to the log.
+    /// Events written to the log (flushed to the file).
     pub events: u64,
     /// Event blocks written.
     pub blocks: u64,
     /// Bytes of the log file.
     pub bytes: u64,
-    /// Events the recorder had to lose (each also recorded in the log as a `Lost` record).
+    /// Events the recorder had to lose: those recorded in the log as `Lost`, and after a
+    /// failed write (said on stderr), every event that did not reach the file.
     pub lost_events: u64,
     /// Application threads that recorded events.
     pub threads: u32,

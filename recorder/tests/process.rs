@@ -81,8 +81,77 @@ fn child_scenario() {
             std::thread::sleep(Duration::from_millis(30));
             memreplay::stop().unwrap();
         }
+        // Killed the moment `start` returns, before the writer thread ever ran.
+        "killed_at_once" => {
+            memreplay::start(memreplay::Config::new(path)).unwrap();
+            match std::env::var("MEMREPLAY_TEST_SIGNAL").as_deref() {
+                Ok("kill") => unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                },
+                _ => std::process::abort(),
+            }
+        }
+        // Records to a file that cannot be written (`/dev/full`, or a file size limit
+        // that plays a disk filling up mid-run), then stops and prints what it says.
+        "write_fails" => {
+            if let Ok(limit) = std::env::var("MEMREPLAY_TEST_FSIZE") {
+                let limit = libc::rlimit { rlim_cur: limit.parse().unwrap(), rlim_max: libc::RLIM_INFINITY };
+                // SAFETY: plain calls; past the limit, writes then fail with EFBIG.
+                unsafe {
+                    libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                    assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+                }
+            }
+            memreplay::start(memreplay::Config::new(path).flush_interval(Duration::from_millis(10))).unwrap();
+            for round in 0..20 {
+                let v: Vec<Vec<u8>> = (0..2_000).map(|i| vec![round as u8; 16 + i]).collect();
+                std::hint::black_box(&v);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Idle for a while: a writer that gave up must not spin.
+            let cpu_before = cpu_time();
+            std::thread::sleep(Duration::from_millis(300));
+            let cpu = cpu_time() - cpu_before;
+            let st = memreplay::stop().unwrap();
+            println!(
+                "stats events={} lost={} bytes={} cpu_ms={} blocks={}",
+                st.events,
+                st.lost_events,
+                st.bytes,
+                cpu.as_millis(),
+                st.blocks
+            );
+        }
         other => panic!("unknown scenario {other:?}"),
     }
+}
+
+/// CPU time used by this process so far (all threads).
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// The `memreplay:` lines of a child's stderr.
+fn said(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("memreplay:")).map(str::to_owned).collect()
+}
+
+/// The figures a `write_fails` child printed: events, lost events, bytes, CPU ms, blocks.
+fn child_stats(out: &std::process::Output) -> [u64; 5] {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("stats ").map(|(_, s)| s))
+        .unwrap_or_else(|| panic!("no stats: {stdout}"));
+    let v: Vec<u64> = line.split(' ').map(|kv| kv.split_once('=').unwrap().1.parse().unwrap()).collect();
+    [v[0], v[1], v[2], v[3], v[4]]
 }
 
 fn temp(name: &str) -> PathBuf {
@@ -153,6 +222,89 @@ fn a_crash_loses_at_most_the_last_flush_interval() {
         })
         .collect();
     assert!(strings.contains(&"idle worker"), "thread names: {strings:?}");
+}
+
+#[test]
+fn a_process_killed_as_start_returns_leaves_a_readable_log() {
+    for signal in ["abort", "kill"] {
+        let path = temp(&format!("killed-at-once-{signal}.mrl"));
+        let mut c = child("killed_at_once", &path);
+        let child = c.env("MEMREPLAY_TEST_SIGNAL", signal).stdout(std::process::Stdio::null()).spawn().unwrap();
+        let pid = child.id();
+        let status = child.wait_with_output().unwrap().status;
+        assert!(!status.success(), "the child dies ({signal})");
+        let log = Log::open(&path).unwrap_or_else(|e| panic!("{signal}: {e}"));
+        std::fs::remove_file(&path).ok();
+        assert_eq!(log.header.pid, u64::from(pid), "{signal}: the header is on disk");
+        assert_eq!(log.header.flags & memreplay_format::header_flags::CALLSTACKS_ON_ALLOC, 1, "{signal}: options");
+        assert!(log.report.end.is_none(), "{signal}: no end record");
+        let modules = log.events().filter(|(_, e)| matches!(e, Event::Module { .. })).count();
+        assert!(modules >= 1, "{signal}: the module map is on disk");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_unwritable_log_is_said_once_and_the_program_runs_on() {
+    // Through `start`: every event is counted as lost, and the writer does not spin.
+    let out = child("write_fails", std::path::Path::new("/dev/full")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        said(&out),
+        ["memreplay: cannot flush the log /dev/full: No space left on device (os error 28); recording stops writing: \
+          0 events (0 bytes) were written, later events are counted as lost"]
+    );
+    let [events, lost, bytes, cpu_ms, blocks] = child_stats(&out);
+    assert_eq!((events, blocks, bytes), (0, 0, 0), "nothing reached the file");
+    assert!(lost >= 40_000, "the 40,000 allocations (and their frees) are lost: {lost}");
+    assert!(cpu_ms < 100, "{cpu_ms} ms of CPU in 300 ms asleep: the writer must not spin");
+
+    // Through MEMREPLAY_LOG: the same line, and the program's own exit status.
+    let out = child("env", std::path::Path::new("/dev/full")).env("MEMREPLAY_LOG", "/dev/full").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        said(&out),
+        ["memreplay: cannot flush the log /dev/full: No space left on device (os error 28); recording stops writing: \
+          0 events (0 bytes) were written, later events are counted as lost"]
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_disk_that_fills_mid_run_is_said_once_and_the_log_reads_as_cut_off() {
+    let path = temp("disk-full.mrl");
+    // A file size limit plays the full disk: writes past 48 KiB fail (EFBIG).
+    let out = child("write_fails", &path).env("MEMREPLAY_TEST_FSIZE", "49152").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let [events, lost, bytes, _, blocks] = child_stats(&out);
+    let said = said(&out);
+    assert_eq!(said.len(), 1, "{said:?}");
+    // What failed (a block's write or a flush, as the buffer filled), which path, and
+    // what reached the file at the last flush.
+    let rest = ["write", "flush"]
+        .iter()
+        .find_map(|what| {
+            said[0].strip_prefix(&format!(
+                "memreplay: cannot {what} the log {}: File too large (os error 27); recording stops writing: {events} \
+                 events (",
+                path.display()
+            ))
+        })
+        .unwrap_or_else(|| panic!("{said:?}"));
+    let (flushed, tail) = rest.split_once(' ').unwrap();
+    assert_eq!(tail, "bytes) were written, later events are counted as lost");
+    assert!(flushed.parse::<u64>().unwrap() <= 49152, "{flushed}");
+    assert!(events > 0 && lost > 0, "{events} written, {lost} lost");
+    assert_eq!(bytes, 49152, "the file holds what fit");
+    let log = Log::open(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(log.report.end.is_none(), "no end record: the log reads as cut off");
+    assert!(log.report.bytes_lost() > 0, "the cut block is reported: {:?}", log.report);
+    // Every event said written is in the file; at most those said lost are missing.
+    let read = log.events().filter(|(_, e)| !matches!(e, Event::Time { .. })).count() as u64;
+    let read_all = log.events().count() as u64;
+    assert!(log.report.blocks >= blocks, "every block said written is read: {} of {blocks}", log.report.blocks);
+    assert!(read_all >= events && read <= events + lost, "read {read_all}, written {events}, lost {lost}");
 }
 
 #[test]

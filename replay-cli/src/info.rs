@@ -158,6 +158,19 @@ pub struct Integrity {
     pub recorder_lost_events: u64,
     /// The end-of-log record's totals.
     pub end: Option<EndInfo>,
+    /// A truncated log: the time of the last clock reading, after which every event is
+    /// missing (null for a complete log).
+    pub missing_after_ns: Option<u64>,
+}
+
+/// What a truncated log is known to miss: everything after `after_ns`. The log does not
+/// say which flush interval its recorder ran with.
+pub(crate) fn missing_tail(after_ns: u64) -> String {
+    format!(
+        "events after {} (the last one read) are missing: a recording killed there loses up to one \
+         flush interval of the recorder (100 ms by default); a file cut short otherwise (a full disk, a partial copy) may miss more",
+        format_ms(after_ns)
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -338,6 +351,7 @@ impl Info {
             events_in_bad_blocks,
             recorder_lost_events,
             end,
+            missing_after_ns: facts.read_until_ns,
         };
 
         Info {
@@ -493,11 +507,10 @@ impl Info {
         for d in &i.damage {
             writeln!(o, "  damage: {d}")?;
         }
-        write!(o, "  {} bytes / {} events lost", i.bytes_lost, i.events_lost)?;
-        if !i.complete {
-            write!(o, " (plus the events of the missing tail, which cannot be counted)")?;
+        writeln!(o, "  {} bytes / {} events lost", i.bytes_lost, i.events_lost)?;
+        if let Some(after) = i.missing_after_ns {
+            writeln!(o, "  {}", missing_tail(after))?;
         }
-        writeln!(o)?;
         if i.recorder_lost_events > 0 {
             writeln!(o, "  the recorder itself lost {} events", i.recorder_lost_events)?;
         }

@@ -234,7 +234,16 @@ fn not_a_log() {
     assert_error(&cli(&["info", path.to_str().unwrap()]), "not a memreplay log");
     let empty = temp("empty.mrl");
     std::fs::write(&empty, "").unwrap();
-    assert_error(&cli(&["info", empty.to_str().unwrap()]), "not a memreplay log");
+    let said = String::from_utf8(cli(&["info", empty.to_str().unwrap()]).stderr).unwrap();
+    assert_eq!(
+        said,
+        format!(
+            "replay-cli: {}: the log is empty (0 bytes): the recording process wrote nothing, e.g. it was killed \
+             before its recorder started\n",
+            empty.display()
+        )
+    );
+    assert_error(&cli(&["info", empty.to_str().unwrap()]), "is empty (0 bytes)");
 }
 
 #[test]
@@ -298,6 +307,28 @@ fn log_without_end_record_is_truncated_but_loses_no_bytes() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0));
     assert!(out.contains("TRUNCATED") && out.contains("0 bytes / 3 events lost"), "{out}");
+    // What is known of the missing tail: everything after the last clock reading.
+    let integrity = &out[out.find("\nintegrity\n").unwrap()..];
+    assert_eq!(
+        integrity,
+        "\nintegrity\n  TRUNCATED (no end-of-log record)\n  0 bytes / 3 events lost\n  events after 4.000 ms (the \
+         last one read) are missing: a recording killed there loses up to one flush interval of the recorder (100 ms \
+         by default); a file cut short otherwise (a full disk, a partial copy) may miss more\n  the recorder itself \
+         lost 3 events\n"
+    );
+    let summary = stdout(&cli(&["summarize", path.to_str().unwrap()]));
+    let line = summary.lines().find(|l| l.starts_with("  integrity")).unwrap();
+    assert_eq!(
+        line,
+        "  integrity  TRUNCATED (no end-of-log record); 3 events lost by the recorder; events after 4.000 ms missing \
+         (a killed recording loses up to one flush interval, 100 ms by default)"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&cli(&["info", "--json", path.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(v["integrity"]["missing_after_ns"], 4_000_000);
+    let v: serde_json::Value =
+        serde_json::from_slice(&cli(&["summarize", "--json", path.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(v["integrity"]["missing_after_ns"], 4_000_000);
     assert_eq!(cli(&["info", "--strict", path.to_str().unwrap()]).status.code(), Some(1));
 }
 

@@ -10,6 +10,7 @@
 
 mod buffer;
 mod record;
+mod signals;
 mod stack;
 mod sys;
 mod thread;
@@ -132,15 +133,17 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         }));
         let start_unix_ns =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        let out = writer::LogOutput::new(file, &config, start_unix_ns).map_err(StartError::Io)?;
+        // The header, modules and domains are in the file before `start` returns.
+        let w = writer::Writer::open(session, file, &config, start_unix_ns).map_err(StartError::Io)?;
         // The writer marks itself as the recorder's own before anything on it allocates.
         // (Its OS name: Linux keeps 15 bytes, as std cut "memreplay-writer" to.)
         let handle = sys::RecorderThread::spawn(c"memreplay-write", thread::mark_recorder_thread, move || {
-            writer::run(session, out, full_rx, config)
+            writer::run(w, full_rx, config)
         })
         .map_err(StartError::Io)?;
         *control = Some(handle);
         install_exit_hook();
+        signals::install();
         SESSION.store(session as *const Session as *mut Session, Ordering::Release);
         Ok(())
     })
@@ -213,7 +216,7 @@ pub(crate) fn auto_start_once() {
 /// Writes one line on stderr with a plain `write(2)`. For what goes wrong before `main`
 /// or inside an allocation: no `tracing` subscriber exists yet, and std's `Stderr` may be
 /// borrowed by the very call that allocated.
-fn say_on_stderr(line: &str) {
+pub(crate) fn say_on_stderr(line: &str) {
     let mut rest = line.as_bytes();
     while !rest.is_empty() {
         // SAFETY: writes `rest.len()` bytes from a live slice to file descriptor 2.

@@ -35,43 +35,6 @@ const MODULE_RESCAN: Duration = Duration::from_secs(1);
 /// The metadata stream (modules, process memory samples).
 const METADATA: u32 = memreplay_format::block::METADATA_THREAD;
 
-/// The open log file, header written.
-pub(crate) struct LogOutput {
-    log: LogWriter<BufWriter<File>>,
-    path: PathBuf,
-}
-
-impl LogOutput {
-    pub fn new(file: File, config: &Config, start_unix_ns: u64) -> io::Result<LogOutput> {
-        let mut flags = 0;
-        if config.callstacks_on_alloc {
-            flags |= header_flags::CALLSTACKS_ON_ALLOC;
-        }
-        if config.callstacks_on_free {
-            flags |= header_flags::CALLSTACKS_ON_FREE;
-        }
-        if config.usage_changes {
-            flags |= header_flags::USAGE_CHANGES;
-        }
-        let header = FileHeader {
-            version_major: VERSION_MAJOR,
-            version_minor: VERSION_MINOR,
-            flags,
-            pointer_width: std::mem::size_of::<usize>() as u8,
-            pid: u64::from(std::process::id()),
-            start_unix_ns,
-            ticks_per_second: 1_000_000_000,
-            max_stack_depth: config.max_stack_depth as u32,
-            os: std::env::consts::OS.into(),
-            arch: std::env::consts::ARCH.into(),
-            exe_path: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
-            recorder: concat!("memreplay ", env!("CARGO_PKG_VERSION")).into(),
-        };
-        let log = LogWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
-        Ok(LogOutput { log, path: config.path.clone() })
-    }
-}
-
 /// FxHash: callstacks are hashed once per recorded event; SipHash would be the
 /// writer's biggest cost.
 #[derive(Default)]
@@ -113,7 +76,8 @@ struct Stream {
     enc: EventEncoder,
 }
 
-struct Writer {
+/// The writer's state, from the log's first bytes to its end record.
+pub(crate) struct Writer {
     session: &'static Session,
     log: LogWriter<BufWriter<File>>,
     path: PathBuf,
@@ -126,34 +90,75 @@ struct Writer {
     context_types: HashMap<&'static str, u32>,
     domains_written: u32,
     modules: HashSet<(u64, String)>,
-    /// Events dropped because the file could not be written, not yet reported in the log.
-    unreported_lost: u64,
+    /// Events that never reached the file: counted from the first write failure on.
     lost_events: u64,
+    /// Blocks, events and bytes (header included) that reached the file at the last flush.
+    flushed_blocks: u64,
+    flushed_events: u64,
+    flushed_bytes: u64,
+    /// A write or flush failed: nothing more is written, every later event is lost.
+    failed: bool,
 }
 
-pub(crate) fn run(
-    session: &'static Session,
-    out: LogOutput,
-    full_rx: Receiver<BufPtr>,
-    config: Config,
-) -> SessionStats {
-    let mut w = Writer {
-        session,
-        log: out.log,
-        path: out.path,
-        streams: Vec::new(),
-        strings: HashMap::new(),
-        stacks: FxMap::default(),
-        context_types: HashMap::new(),
-        domains_written: 0,
-        modules: HashSet::new(),
-        unreported_lost: 0,
-        lost_events: 0,
-    };
+impl Writer {
+    /// Creates the log: writes the header and what is known at start (modules, domains)
+    /// and flushes them to the file, so that a process killed at any later moment leaves
+    /// a readable log. Runs on the thread that calls `start`. A failure to write is said
+    /// on stderr and leaves the writer failed (the program runs on, every event is
+    /// counted as lost); only a header that cannot even be buffered fails here.
+    pub fn open(session: &'static Session, file: File, config: &Config, start_unix_ns: u64) -> io::Result<Writer> {
+        let mut flags = 0;
+        if config.callstacks_on_alloc {
+            flags |= header_flags::CALLSTACKS_ON_ALLOC;
+        }
+        if config.callstacks_on_free {
+            flags |= header_flags::CALLSTACKS_ON_FREE;
+        }
+        if config.usage_changes {
+            flags |= header_flags::USAGE_CHANGES;
+        }
+        let header = FileHeader {
+            version_major: VERSION_MAJOR,
+            version_minor: VERSION_MINOR,
+            flags,
+            pointer_width: std::mem::size_of::<usize>() as u8,
+            pid: u64::from(std::process::id()),
+            start_unix_ns,
+            ticks_per_second: 1_000_000_000,
+            max_stack_depth: config.max_stack_depth as u32,
+            os: std::env::consts::OS.into(),
+            arch: std::env::consts::ARCH.into(),
+            exe_path: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            recorder: concat!("memreplay ", env!("CARGO_PKG_VERSION")).into(),
+        };
+        let log = LogWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
+        let mut w = Writer {
+            session,
+            log,
+            path: config.path.clone(),
+            streams: Vec::new(),
+            strings: HashMap::new(),
+            stacks: FxMap::default(),
+            context_types: HashMap::new(),
+            domains_written: 0,
+            modules: HashSet::new(),
+            lost_events: 0,
+            flushed_blocks: 0,
+            flushed_events: 0,
+            flushed_bytes: 0,
+            failed: false,
+        };
+        w.scan_modules();
+        w.sync_domains(METADATA);
+        w.write_stream(METADATA);
+        w.flush();
+        Ok(w)
+    }
+}
+
+pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> SessionStats {
+    let session = w.session;
     tracing::info!(target: "memreplay", path = %w.path.display(), "recording started");
-    w.scan_modules();
-    w.sync_domains(METADATA);
-    w.write_stream(METADATA);
 
     let mut sampler = config.process_memory_interval.map(|every| ProcessMemorySampler::new(every, session));
     if let Some(p) = &mut sampler {
@@ -162,6 +167,8 @@ pub(crate) fn run(
 
     let mut next_tick = Instant::now() + config.flush_interval;
     let mut next_modules = Instant::now() + MODULE_RESCAN;
+    // A termination signal to raise again once the log is finished.
+    let mut end_by_signal = None;
     loop {
         let due = sampler.as_ref().map_or(next_tick, |p| p.next.min(next_tick));
         let wait = due.saturating_duration_since(Instant::now());
@@ -172,6 +179,20 @@ pub(crate) fn run(
         }
         if session.stopping.load(Ordering::Acquire) {
             break;
+        }
+        match super::signals::take() {
+            Some((sig, true)) => {
+                end_by_signal = Some(sig);
+                break;
+            }
+            // The program's own handler chained to ours: it ends on its own terms (its
+            // exit finishes the log); what was recorded so far goes to the file now.
+            Some((_, false)) => {
+                w.collect_idle();
+                w.write_all_streams();
+                w.flush();
+            }
+            None => {}
         }
         let now = Instant::now();
         if let Some(p) = sampler.as_mut().filter(|p| now >= p.next) {
@@ -187,9 +208,7 @@ pub(crate) fn run(
                 w.write_stream(METADATA);
                 next_modules = now + MODULE_RESCAN;
             }
-            if let Err(e) = w.log.flush() {
-                tracing::error!(target: "memreplay", "cannot flush the log: {e}");
-            }
+            w.flush();
             next_tick = now + config.flush_interval;
         }
     }
@@ -206,23 +225,37 @@ pub(crate) fn run(
         p.sample(&mut w);
     }
     w.write_all_streams();
-    w.report_lost();
+    // Everything reaches the file before the end record is written, so that a failure
+    // here is counted like any other.
+    w.flush();
     session.pool.drain();
 
     let stacks = w.stacks.len() as u32;
-    let blocks = w.log.blocks();
-    let events = w.log.events();
+    let (blocks, events, lost_events, failed) = (w.flushed_blocks, w.flushed_events, w.lost_events, w.failed);
     let end_ns = session.now_ns();
-    let lost_events = w.lost_events;
-    let bytes = match w.log.finish(lost_events, end_ns) {
-        Ok((file, _)) => file.get_ref().metadata().map(|m| m.len()).unwrap_or(0),
-        Err(e) => {
-            tracing::error!(target: "memreplay", "cannot finish the log: {e}");
-            0
+    let path = w.path;
+    let file_len = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
+    let bytes = if failed {
+        // Nothing more is written after a failure (not even what the file buffer holds):
+        // no end record, the log reads as cut off.
+        let (file, _unwritten) = w.log.into_inner().into_parts();
+        file_len(&file)
+    } else {
+        let bytes = w.flushed_bytes;
+        match w.log.finish(lost_events, end_ns) {
+            Ok((file, _)) => file_len(file.get_ref()),
+            Err(e) => {
+                super::say_on_stderr(&format!(
+                    "memreplay: cannot write the end of the log {}: {e}; all {events} events ({bytes} bytes) \
+                     were written, but the log will read as cut off\n",
+                    path.display()
+                ));
+                bytes
+            }
         }
     };
     let stats = SessionStats {
-        path: w.path,
+        path,
         events,
         blocks,
         bytes,
@@ -244,6 +277,9 @@ pub(crate) fn run(
         backpressure_ms = stats.backpressure_ns / 1_000_000,
         "recording stopped"
     );
+    if let Some(sig) = end_by_signal {
+        super::signals::end_by(sig);
+    }
     stats
 }
 
@@ -451,33 +487,56 @@ impl Writer {
         if stream.enc.is_empty() {
             return;
         }
-        let n = u64::from(stream.enc.event_count());
+        if self.failed {
+            // The log is given up: the events are decoded (their buffers go back to
+            // their threads) and counted, nothing is written.
+            self.lost_events += u64::from(stream.enc.event_count());
+            stream.enc.clear();
+            return;
+        }
         if let Err(e) = self.log.write_block(thread, &mut stream.enc) {
             stream.enc.clear();
-            if self.unreported_lost == 0 {
-                tracing::error!(target: "memreplay", "cannot write the log: {e}; events are being lost");
-            }
-            self.unreported_lost += n;
-            self.lost_events += n;
-        } else if self.unreported_lost > 0 && thread != METADATA {
-            self.report_lost();
+            self.fail("write", &e);
         }
+    }
+
+    /// Flushes what was written to the file; what reached it is what `stop` reports.
+    fn flush(&mut self) {
+        if self.failed {
+            return;
+        }
+        match self.log.flush() {
+            Ok(()) => {
+                self.flushed_blocks = self.log.blocks();
+                self.flushed_events = self.log.events();
+                self.flushed_bytes = self.log.bytes();
+            }
+            Err(e) => self.fail("flush", &e),
+        }
+    }
+
+    /// The first write failure: says it once on stderr (no `tracing` subscriber may
+    /// exist, and nobody may read one) and gives the log up. The events written since
+    /// the last flush may not be in the file: they are counted as lost, like every
+    /// later one. A log given up has no end record: it reads as cut off where the
+    /// failure left it.
+    #[cold]
+    fn fail(&mut self, what: &str, e: &io::Error) {
+        self.failed = true;
+        self.lost_events += self.log.events() - self.flushed_events;
+        super::say_on_stderr(&format!(
+            "memreplay: cannot {what} the log {}: {e}; recording stops writing: {} events ({} bytes) were \
+             written, later events are counted as lost\n",
+            self.path.display(),
+            self.flushed_events,
+            self.flushed_bytes
+        ));
     }
 
     fn write_all_streams(&mut self) {
         for t in 0..self.streams.len() as u32 {
             self.write_stream(t);
         }
-    }
-
-    /// Records in the log how many events a failed write lost.
-    fn report_lost(&mut self) {
-        if self.unreported_lost == 0 {
-            return;
-        }
-        let events = std::mem::take(&mut self.unreported_lost);
-        self.emit(METADATA, &Event::Lost { events, bytes: 0, reason: LossReason::WriteError });
-        self.write_stream(METADATA);
     }
 
     /// Interns the callstack that follows in the record; 0 when it has no frames.

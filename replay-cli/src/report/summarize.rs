@@ -207,6 +207,9 @@ pub struct Integrity {
     pub events_in_bad_blocks: u64,
     /// Events the recorder reported lost.
     pub lost_events: u64,
+    /// A truncated log: the time of the last clock reading, after which every event is
+    /// missing (null for a complete log).
+    pub missing_after_ns: Option<u64>,
 }
 
 /// One domain's figures.
@@ -364,6 +367,7 @@ pub fn build(l: &Loaded) -> Summary {
         bytes_lost: facts.bytes_lost,
         events_in_bad_blocks: facts.events_in_bad_blocks,
         lost_events: facts.recorder_lost_events,
+        missing_after_ns: facts.read_until_ns,
     };
 
     let domains: Vec<DomainSummary> = figs.iter().map(|d| domain_summary(l, d)).collect();
@@ -695,10 +699,22 @@ impl Summary {
         if i.lost_events > 0 {
             lost.push(format!("{} lost by the recorder", plural(i.lost_events, "event")));
         }
-        if lost.is_empty() {
+        if lost.is_empty() && i.missing_after_ns.is_none() {
             lost.push("no events lost".into());
         }
-        writeln!(o, "  integrity  {state}; {}", lost.join(", "))?;
+        let mut line = format!("  integrity  {state}");
+        if !lost.is_empty() {
+            let _ = write!(line, "; {}", lost.join(", "));
+        }
+        if let Some(after) = i.missing_after_ns {
+            let _ = write!(
+                line,
+                "; events after {} missing (a killed recording loses up to one flush interval, 100 ms by \
+                 default)",
+                format_ms(after)
+            );
+        }
+        writeln!(o, "{line}")?;
         for d in &i.damage {
             writeln!(o, "             damage: {d}")?;
         }
