@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use memreplay_format::block::FRAME_LEN;
 use memreplay_format::{
-    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
-    VERSION_MAJOR, VERSION_MINOR,
+    header_flags, BlockFrame, Compression, DomainKind, EndOfLog, Event, EventEncoder, FileHeader, LogWriter,
+    LossReason, ResourceDesc, ResourceKind, VERSION_MAJOR, VERSION_MINOR,
 };
 use proptest::prelude::*;
 
@@ -344,4 +345,85 @@ fn allocations_past_the_address_space_are_reported() {
     assert_eq!(json["anomalies"]["impossible_sizes"], 1);
     // Kept modulo 2^64: the two others are live, exactly.
     assert_eq!(json["domains"][0]["live"]["bytes"], u64::MAX / 2 + 64);
+}
+
+/// `replay-cli args`: its exit status, stdout and stderr.
+fn output(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Blocks whose frames claim 64 MiB (and 5 MiB) decompressed around an 8-byte payload are
+/// refused before anything is allocated for them: bad blocks, reported as damage, while
+/// the blocks around them are read.
+#[test]
+fn blocks_that_claim_huge_decompressed_sizes_are_bad_blocks() {
+    let block = |thread: u32, events: &[Event]| {
+        let mut enc = EventEncoder::new();
+        for e in events {
+            enc.push(e);
+        }
+        let mut out = Vec::new();
+        enc.finish_into(thread, &mut out);
+        out
+    };
+    let alloc = |seq, addr| Event::Alloc { seq, domain: 0, addr, size: 64, align_log2: 3, stack: 0 };
+    // The claim: a real block's 8-byte payload (its checksum right), its frame saying LZ4
+    // and 64 MiB (or 5 MiB, within a valid frame's 64 MiB but past a block's 4 MiB).
+    let liar = |raw_len: u32| {
+        let events: Vec<Event> =
+            std::iter::once(Event::Time { ns: 1 }).chain((0..6).map(|_| Event::AttachPop)).collect();
+        let mut b = block(2, &events);
+        let mut frame = BlockFrame::parse(b[..FRAME_LEN].try_into().unwrap()).unwrap();
+        assert_eq!((frame.compression, frame.stored_len), (Compression::None, 8));
+        frame.compression = Compression::Lz4;
+        frame.raw_len = raw_len;
+        b[..FRAME_LEN].copy_from_slice(&frame.to_bytes());
+        b
+    };
+    let mut bytes = header().to_bytes();
+    bytes.extend(block(1, &[Event::Time { ns: 10 }, alloc(1, 0x1000)]));
+    let liars = 1500;
+    for i in 0..liars {
+        bytes.extend(liar(if i % 2 == 0 { 64 << 20 } else { 5 << 20 }));
+    }
+    bytes.extend(block(1, &[Event::Time { ns: 20 }, alloc(2, 0x2000)]));
+    bytes.extend(EndOfLog { blocks: liars + 2, events: 4 + 7 * liars, lost_events: 0, end_ns: 20 }.to_block_bytes());
+    let log = temp_dir().join("claims.mrl");
+    std::fs::write(&log, &bytes).unwrap();
+    let log = log.to_str().unwrap();
+
+    let (code, stdout, stderr) = output(&["info", "--json", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let integrity = &info["integrity"];
+    assert_eq!(integrity["events_in_bad_blocks"], 7 * liars);
+    let damage = integrity["damage"].as_array().unwrap();
+    assert_eq!(damage.len(), liars as usize);
+    assert!(
+        damage[0]
+            .as_str()
+            .unwrap()
+            .ends_with("skipped: claims 67108864 bytes decompressed, more than the 4194304 a block may hold"),
+        "{}",
+        damage[0]
+    );
+    assert!(
+        damage[1]
+            .as_str()
+            .unwrap()
+            .ends_with("skipped: claims 5242880 bytes decompressed, more than the 4194304 a block may hold"),
+        "{}",
+        damage[1]
+    );
+    assert_eq!(info["totals"]["events"], 4);
+
+    let (code, stdout, stderr) = output(&["summarize", "--json", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["domains"][0]["live"]["bytes"], 128);
+    assert!(stderr.contains("damaged, 10500 events in damaged blocks"), "{stderr}");
+    let damage = summary["integrity"]["damage"].as_array().unwrap();
+    assert_eq!((damage.len(), &damage[0]), (liars as usize, &info["integrity"]["damage"][0]));
 }
