@@ -427,3 +427,74 @@ fn blocks_that_claim_huge_decompressed_sizes_are_bad_blocks() {
     let damage = summary["integrity"]["damage"].as_array().unwrap();
     assert_eq!((damage.len(), &damage[0]), (liars as usize, &info["integrity"]["damage"][0]));
 }
+
+/// `depth` nested pushes of one context on one thread, an allocation at the bottom, no pops.
+fn nested_log(path: &Path, depth: u32) {
+    let mut events = vec![
+        Event::DefineString { id: 1, text: "scope".into() },
+        Event::DefineContextType { id: 1, name: 1 },
+        Event::Time { ns: 1 },
+    ];
+    events.extend((0..depth).map(|_| Event::ContextPush { ty: 1, name: 1, flags: 0 }));
+    events.push(Event::Alloc { seq: 1, domain: 0, addr: 0x1000, size: 64, align_log2: 3, stack: 0 });
+    write_log(path, &[(1, events)], 0, 10);
+}
+
+/// Deep context nesting (200,000 levels: a log of 3 KB) makes no command overflow its
+/// stack or run out of memory: `info` reads it, and every replaying command refuses it
+/// with exit status 2 and a message that names the depth and the limit.
+#[test]
+fn deep_context_nesting_is_refused_with_its_depth() {
+    let dir = temp_dir();
+    let log = dir.join("deep.mrl");
+    nested_log(&log, 200_000);
+    let log = log.to_str().unwrap();
+    let out = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (svg, html, json, csv) = (out("deep.svg"), out("deep.html"), out("deep.json"), out("deep.csv"));
+    let budget = out("deep.toml");
+    std::fs::write(&budget, BUDGET).unwrap();
+    let (code, stdout, stderr) = output(&["info", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("\n  events     200004\n"), "{stdout}");
+    let refusal =
+        format!("replay-cli: {log}: contexts nested 200000 levels deep; replay-cli follows at most 1000 levels\n");
+    for args in [
+        vec!["summarize", log],
+        vec!["tree", log],
+        vec!["tree", "--json", log],
+        vec!["leaks", log],
+        vec!["efficiency", log],
+        vec!["instances", log],
+        vec!["top", log],
+        vec!["timeline", log, "--by", "context", "-o", &svg],
+        vec!["export", log, "--format", "json", "-o", &json],
+        vec!["export", log, "--format", "csv", "-o", &csv],
+        vec!["report", log, "-o", &html],
+        vec!["diff", log, log],
+        vec!["check", log, "--budget", &budget, "--baseline", log],
+    ] {
+        assert_eq!(output(&args), (Some(2), String::new(), refusal.clone()), "{args:?}");
+    }
+}
+
+/// At the limit, the commands whose walks of the context tree went deepest (the nested
+/// JSON of `tree` and `export`, `diff`) report the whole depth.
+#[test]
+fn context_nesting_at_the_limit_is_reported() {
+    let dir = temp_dir();
+    let log = dir.join("limit.mrl");
+    nested_log(&log, 1_000);
+    let log = log.to_str().unwrap();
+    let json = dir.join("limit.json");
+    let (code, stdout, stderr) = output(&["tree", "--json", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // Deeper than a default JSON parser follows: the innermost node, found by its text.
+    let innermost = stdout.find("\"depth\": 1000,").expect("the innermost context");
+    let rest = stdout[innermost..].strip_prefix("\"depth\": 1000,").unwrap().trim_start();
+    assert!(rest.starts_with("\"bytes\": 64,"), "{}", &rest[..200]);
+    let (code, _, stderr) = output(&["export", log, "--format", "json", "-o", json.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, stderr) = output(&["diff", log, log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stdout.is_empty());
+}
