@@ -12,8 +12,13 @@ use crate::varint::{put_i64, put_str, put_u64, zigzag, Cursor, CursorError};
 pub const BLOCK_MAGIC: [u8; 4] = *b"MRLB";
 /// Size of a block frame in bytes.
 pub const FRAME_LEN: usize = 48;
-/// Largest decompressed payload a block may declare (64 MiB); larger is corruption.
+/// Largest decompressed payload a frame may declare (64 MiB); larger makes the frame
+/// invalid (SPEC.md §4.1), and the reader looks for the next one.
 pub const MAX_RAW_LEN: u32 = 64 << 20;
+/// Largest decompressed payload a block may hold (4 MiB, SPEC.md §4.2); a block that
+/// claims more is bad, refused before anything is allocated for it. The recorder's blocks
+/// are 64 KiB and one record at most.
+pub const MAX_BLOCK_RAW_LEN: u32 = 4 << 20;
 /// Stream id of the recorder's own metadata (modules, session facts).
 pub const METADATA_THREAD: u32 = 0;
 
@@ -721,7 +726,7 @@ impl EventEncoder {
 
     /// Frames the payload as a complete block (compressed with LZ4 when that is smaller),
     /// appends it to `out`, and clears the encoder for the next block. The caller keeps
-    /// [`len`](Self::len) at most [`MAX_RAW_LEN`]: readers reject larger blocks.
+    /// [`len`](Self::len) at most [`MAX_BLOCK_RAW_LEN`]: readers reject larger blocks.
     pub fn finish_into(&mut self, thread: u32, out: &mut Vec<u8>) {
         let (first_seq, last_seq) = self.seq_range();
         let raw_len = self.pos;
@@ -815,6 +820,8 @@ pub enum BlockError {
     UnknownCompression(u8),
     /// A record could not be parsed at `offset` of the decompressed payload.
     Malformed { offset: usize, what: &'static str },
+    /// The block claims more than [`MAX_BLOCK_RAW_LEN`] bytes decompressed.
+    TooLarge { raw_len: u32 },
 }
 
 impl std::fmt::Display for BlockError {
@@ -825,6 +832,9 @@ impl std::fmt::Display for BlockError {
             BlockError::UnknownCompression(c) => write!(f, "unknown compression method {c}"),
             BlockError::Malformed { offset, what } => {
                 write!(f, "malformed {what} at payload offset {offset}")
+            }
+            BlockError::TooLarge { raw_len } => {
+                write!(f, "claims {raw_len} bytes decompressed, more than the {} a block may hold", MAX_BLOCK_RAW_LEN)
             }
         }
     }
@@ -855,6 +865,9 @@ pub fn unpack_payload_into<'a>(
     if crc32fast::hash(stored) != frame.payload_crc {
         return Err(BlockError::ChecksumMismatch);
     }
+    if frame.raw_len > MAX_BLOCK_RAW_LEN {
+        return Err(BlockError::TooLarge { raw_len: frame.raw_len });
+    }
     match frame.compression {
         Compression::None => {
             if stored.len() != frame.raw_len as usize {
@@ -864,6 +877,11 @@ pub fn unpack_payload_into<'a>(
         }
         Compression::Lz4 => {
             let n = frame.raw_len as usize;
+            // LZ4 writes at most 255 bytes per stored byte (a match length's extension
+            // bytes): a claim beyond that cannot decompress, and gets no buffer.
+            if n > stored.len().saturating_mul(255).saturating_add(16) {
+                return Err(BlockError::Decompression);
+            }
             if buf.len() < n {
                 buf.resize(n, 0);
             }

@@ -33,10 +33,16 @@ pub struct DecodedBlock {
 impl Block {
     /// Verifies the checksum, decompresses and decodes every event of the block.
     pub fn decode(&self) -> Result<DecodedBlock, BlockError> {
-        let raw = unpack_payload(&self.frame, &self.stored)?;
+        self.decode_with(&mut Vec::new())
+    }
+
+    /// [`decode`](Self::decode), decompressing into `buf`, which keeps its memory from one
+    /// block to the next.
+    pub fn decode_with(&self, buf: &mut Vec<u8>) -> Result<DecodedBlock, BlockError> {
+        let raw = unpack_payload_into(&self.frame, &self.stored, buf)?;
         // Every event takes at least one byte: a corrupt count must not reserve more.
         let mut events = Vec::with_capacity((self.frame.event_count as usize).min(raw.len()));
-        for ev in decode_events(&raw) {
+        for ev in decode_events(raw) {
             let ev = ev?;
             if !matches!(ev, Event::Unknown { .. }) {
                 events.push(ev);
@@ -407,9 +413,9 @@ impl Log {
     /// Reads and decodes every block of `src`, skipping and reporting damaged ones.
     pub fn read(src: impl Read) -> Result<Log, FormatError> {
         let mut reader = LogReader::new(src)?;
-        let mut blocks = Vec::new();
+        let (mut blocks, mut buf) = (Vec::new(), Vec::new());
         while let Some(block) = reader.next_block()? {
-            match block.decode() {
+            match block.decode_with(&mut buf) {
                 Ok(d) => blocks.push(d),
                 Err(e) => reader.report_bad_block(&block, e),
             }

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use crate::block::{EndOfLog, EventEncoder, MAX_RAW_LEN};
+use crate::block::{EndOfLog, EventEncoder, MAX_BLOCK_RAW_LEN};
 use crate::header::FileHeader;
 
 /// Appends blocks to a log and counts what it wrote.
@@ -24,13 +24,13 @@ impl<W: Write> LogWriter<W> {
 
     /// Frames, compresses and writes the encoder's events as one block of `thread`, then
     /// clears the encoder. Writes nothing for an empty encoder. Fails (writing nothing and
-    /// keeping the encoder) if the payload exceeds [`MAX_RAW_LEN`], which readers reject.
+    /// keeping the encoder) if the payload exceeds [`MAX_BLOCK_RAW_LEN`], which readers reject.
     pub fn write_block(&mut self, thread: u32, events: &mut EventEncoder) -> io::Result<()> {
         if events.is_empty() {
             return Ok(());
         }
-        if events.len() > MAX_RAW_LEN as usize {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "block payload exceeds MAX_RAW_LEN"));
+        if events.len() > MAX_BLOCK_RAW_LEN as usize {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "block payload exceeds MAX_BLOCK_RAW_LEN"));
         }
         self.events += u64::from(events.event_count());
         self.scratch.clear();

@@ -372,3 +372,47 @@ fn crc_matches_the_crate() {
     assert_eq!(crc32(&s.bytes[..n]).to_le_bytes(), s.bytes[n..s.header_len]);
     assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
 }
+
+/// A block that claims more than a block may hold decompressed (SPEC.md §4.2) is bad, and
+/// so is an LZ4 block that claims more than its stored bytes can expand into: both are
+/// refused before a buffer is made for them, and the blocks around them are read.
+#[test]
+fn claims_past_what_a_block_may_hold_are_bad_blocks() {
+    use memreplay_format::block::MAX_BLOCK_RAW_LEN;
+    // TIME 1 and six ATTACH_POPs: 8 bytes, 7 events.
+    let payload = [0x0b, 0x02, 0x0a, 0x0a, 0x0a, 0x0a, 0x0a, 0x0a];
+    let mut bytes = header().to_bytes();
+    let first = bytes.len();
+    bytes.extend(framed(1, Compression::Lz4, 7, 64 << 20, &payload));
+    bytes.extend(framed(1, Compression::None, 7, MAX_BLOCK_RAW_LEN + 1, &payload));
+    bytes.extend(framed(1, Compression::Lz4, 7, MAX_BLOCK_RAW_LEN, &payload));
+    bytes.extend(framed(1, Compression::None, 7, 8, &payload));
+    let log = read(&bytes);
+    let errors: Vec<_> = log
+        .report
+        .damage
+        .iter()
+        .map(|d| match d {
+            Damage::BadBlock { error, .. } => error.clone(),
+            other => panic!("{other}"),
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            BlockError::TooLarge { raw_len: 64 << 20 },
+            BlockError::TooLarge { raw_len: MAX_BLOCK_RAW_LEN + 1 },
+            BlockError::Decompression,
+        ]
+    );
+    assert_eq!(
+        log.report.damage[0].to_string(),
+        format!(
+            "block at byte {first} (thread 1, 7 events, seq 0..=0) skipped: \
+             claims 67108864 bytes decompressed, more than the 4194304 a block may hold"
+        )
+    );
+    let mut honest = vec![Event::Time { ns: 1 }];
+    honest.extend((0..6).map(|_| Event::AttachPop));
+    assert_eq!(contents(&log), [(1, honest)]);
+}

@@ -42,6 +42,8 @@ pub enum CliError {
     /// An option names something the log does not have (a domain, thread, label or
     /// frame), or does not apply to the command.
     Usage(String),
+    /// The log nests contexts deeper than the replay follows.
+    TooDeep { path: PathBuf, depth: u64 },
 }
 
 impl std::fmt::Display for CliError {
@@ -54,6 +56,12 @@ impl std::fmt::Display for CliError {
             CliError::Output(e) => write!(f, "cannot write the report: {e}"),
             CliError::Write { path, error } => write!(f, "cannot write {}: {error}", path.display()),
             CliError::Usage(what) => write!(f, "{what}"),
+            CliError::TooDeep { path, depth } => write!(
+                f,
+                "{}: contexts nested {depth} levels deep; replay-cli follows at most {} levels",
+                path.display(),
+                crate::replay::state::MAX_CONTEXT_DEPTH
+            ),
         }
     }
 }

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use memreplay_format::block::FRAME_LEN;
 use memreplay_format::{
-    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
-    VERSION_MAJOR, VERSION_MINOR,
+    header_flags, BlockFrame, Compression, DomainKind, EndOfLog, Event, EventEncoder, FileHeader, LogWriter,
+    LossReason, ResourceDesc, ResourceKind, VERSION_MAJOR, VERSION_MINOR,
 };
 use proptest::prelude::*;
 
@@ -344,4 +345,156 @@ fn allocations_past_the_address_space_are_reported() {
     assert_eq!(json["anomalies"]["impossible_sizes"], 1);
     // Kept modulo 2^64: the two others are live, exactly.
     assert_eq!(json["domains"][0]["live"]["bytes"], u64::MAX / 2 + 64);
+}
+
+/// `replay-cli args`: its exit status, stdout and stderr.
+fn output(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Blocks whose frames claim 64 MiB (and 5 MiB) decompressed around an 8-byte payload are
+/// refused before anything is allocated for them: bad blocks, reported as damage, while
+/// the blocks around them are read.
+#[test]
+fn blocks_that_claim_huge_decompressed_sizes_are_bad_blocks() {
+    let block = |thread: u32, events: &[Event]| {
+        let mut enc = EventEncoder::new();
+        for e in events {
+            enc.push(e);
+        }
+        let mut out = Vec::new();
+        enc.finish_into(thread, &mut out);
+        out
+    };
+    let alloc = |seq, addr| Event::Alloc { seq, domain: 0, addr, size: 64, align_log2: 3, stack: 0 };
+    // The claim: a real block's 8-byte payload (its checksum right), its frame saying LZ4
+    // and 64 MiB (or 5 MiB, within a valid frame's 64 MiB but past a block's 4 MiB).
+    let liar = |raw_len: u32| {
+        let events: Vec<Event> =
+            std::iter::once(Event::Time { ns: 1 }).chain((0..6).map(|_| Event::AttachPop)).collect();
+        let mut b = block(2, &events);
+        let mut frame = BlockFrame::parse(b[..FRAME_LEN].try_into().unwrap()).unwrap();
+        assert_eq!((frame.compression, frame.stored_len), (Compression::None, 8));
+        frame.compression = Compression::Lz4;
+        frame.raw_len = raw_len;
+        b[..FRAME_LEN].copy_from_slice(&frame.to_bytes());
+        b
+    };
+    let mut bytes = header().to_bytes();
+    bytes.extend(block(1, &[Event::Time { ns: 10 }, alloc(1, 0x1000)]));
+    let liars = 1500;
+    for i in 0..liars {
+        bytes.extend(liar(if i % 2 == 0 { 64 << 20 } else { 5 << 20 }));
+    }
+    bytes.extend(block(1, &[Event::Time { ns: 20 }, alloc(2, 0x2000)]));
+    bytes.extend(EndOfLog { blocks: liars + 2, events: 4 + 7 * liars, lost_events: 0, end_ns: 20 }.to_block_bytes());
+    let log = temp_dir().join("claims.mrl");
+    std::fs::write(&log, &bytes).unwrap();
+    let log = log.to_str().unwrap();
+
+    let (code, stdout, stderr) = output(&["info", "--json", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let integrity = &info["integrity"];
+    assert_eq!(integrity["events_in_bad_blocks"], 7 * liars);
+    let damage = integrity["damage"].as_array().unwrap();
+    assert_eq!(damage.len(), liars as usize);
+    assert!(
+        damage[0]
+            .as_str()
+            .unwrap()
+            .ends_with("skipped: claims 67108864 bytes decompressed, more than the 4194304 a block may hold"),
+        "{}",
+        damage[0]
+    );
+    assert!(
+        damage[1]
+            .as_str()
+            .unwrap()
+            .ends_with("skipped: claims 5242880 bytes decompressed, more than the 4194304 a block may hold"),
+        "{}",
+        damage[1]
+    );
+    assert_eq!(info["totals"]["events"], 4);
+
+    let (code, stdout, stderr) = output(&["summarize", "--json", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["domains"][0]["live"]["bytes"], 128);
+    assert!(stderr.contains("damaged, 10500 events in damaged blocks"), "{stderr}");
+    let damage = summary["integrity"]["damage"].as_array().unwrap();
+    assert_eq!((damage.len(), &damage[0]), (liars as usize, &info["integrity"]["damage"][0]));
+}
+
+/// `depth` nested pushes of one context on one thread, an allocation at the bottom, no pops.
+fn nested_log(path: &Path, depth: u32) {
+    let mut events = vec![
+        Event::DefineString { id: 1, text: "scope".into() },
+        Event::DefineContextType { id: 1, name: 1 },
+        Event::Time { ns: 1 },
+    ];
+    events.extend((0..depth).map(|_| Event::ContextPush { ty: 1, name: 1, flags: 0 }));
+    events.push(Event::Alloc { seq: 1, domain: 0, addr: 0x1000, size: 64, align_log2: 3, stack: 0 });
+    write_log(path, &[(1, events)], 0, 10);
+}
+
+/// Deep context nesting (200,000 levels: a log of 3 KB) makes no command overflow its
+/// stack or run out of memory: `info` reads it, and every replaying command refuses it
+/// with exit status 2 and a message that names the depth and the limit.
+#[test]
+fn deep_context_nesting_is_refused_with_its_depth() {
+    let dir = temp_dir();
+    let log = dir.join("deep.mrl");
+    nested_log(&log, 200_000);
+    let log = log.to_str().unwrap();
+    let out = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (svg, html, json, csv) = (out("deep.svg"), out("deep.html"), out("deep.json"), out("deep.csv"));
+    let budget = out("deep.toml");
+    std::fs::write(&budget, BUDGET).unwrap();
+    let (code, stdout, stderr) = output(&["info", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("\n  events     200004\n"), "{stdout}");
+    let refusal =
+        format!("replay-cli: {log}: contexts nested 200000 levels deep; replay-cli follows at most 1000 levels\n");
+    for args in [
+        vec!["summarize", log],
+        vec!["tree", log],
+        vec!["tree", "--json", log],
+        vec!["leaks", log],
+        vec!["efficiency", log],
+        vec!["instances", log],
+        vec!["top", log],
+        vec!["timeline", log, "--by", "context", "-o", &svg],
+        vec!["export", log, "--format", "json", "-o", &json],
+        vec!["export", log, "--format", "csv", "-o", &csv],
+        vec!["report", log, "-o", &html],
+        vec!["diff", log, log],
+        vec!["check", log, "--budget", &budget, "--baseline", log],
+    ] {
+        assert_eq!(output(&args), (Some(2), String::new(), refusal.clone()), "{args:?}");
+    }
+}
+
+/// At the limit, the commands whose walks of the context tree went deepest (the nested
+/// JSON of `tree` and `export`, `diff`) report the whole depth.
+#[test]
+fn context_nesting_at_the_limit_is_reported() {
+    let dir = temp_dir();
+    let log = dir.join("limit.mrl");
+    nested_log(&log, 1_000);
+    let log = log.to_str().unwrap();
+    let json = dir.join("limit.json");
+    let (code, stdout, stderr) = output(&["tree", "--json", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // Deeper than a default JSON parser follows: the innermost node, found by its text.
+    let innermost = stdout.find("\"depth\": 1000,").expect("the innermost context");
+    let rest = stdout[innermost..].strip_prefix("\"depth\": 1000,").unwrap().trim_start();
+    assert!(rest.starts_with("\"bytes\": 64,"), "{}", &rest[..200]);
+    let (code, _, stderr) = output(&["export", log, "--format", "json", "-o", json.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, stderr) = output(&["diff", log, log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stdout.is_empty());
 }

@@ -235,6 +235,8 @@ pub struct ThreadState {
     /// Events of the thread (complete once the replay is finished).
     pub events: u64,
     contexts: Vec<NodeId>,
+    /// Pushes past [`MAX_CONTEXT_DEPTH`] not popped yet (not followed).
+    too_deep: u64,
     /// Attach targets; `None` for an attach whose address no live allocation contains.
     attaches: Vec<Option<NodeId>>,
     /// The sequence number of its latest allocation (an allocation freed while it is
@@ -340,6 +342,12 @@ pub struct ReplayOptions {
     pub snapshot_frame: Option<u64>,
 }
 
+/// Deepest context nesting the replay follows, per thread (README, "Limits"). Pushes past
+/// it are counted, not followed, and the commands refuse the log
+/// ([`ReplayState::too_deep`]): every walk of the context tree and every context path
+/// stays within it.
+pub const MAX_CONTEXT_DEPTH: usize = 1_000;
+
 /// Everything the replay rebuilt. Reports read this, never the log.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayState {
@@ -367,6 +375,8 @@ pub struct ReplayState {
     pub events: u64,
     pub lost_events: u64,
     pub end_time_ns: u64,
+    /// The deepest context nesting seen past [`MAX_CONTEXT_DEPTH`], 0 if none.
+    deepest_refused: u64,
     options: ReplayOptions,
     children: FxMap<(NodeId, u32, u32), NodeId>,
     slot_index: FxMap<(NodeId, u32, u32), u32>,
@@ -781,7 +791,13 @@ impl ReplayState {
     }
 
     fn context_push(&mut self, ti: usize, ty: u32, name: u32, flags: u8) {
-        let parent = *self.threads[ti].contexts.last().unwrap_or(&ROOT);
+        let t = &mut self.threads[ti];
+        if t.contexts.len() >= MAX_CONTEXT_DEPTH {
+            t.too_deep += 1;
+            self.deepest_refused = self.deepest_refused.max(MAX_CONTEXT_DEPTH as u64 + t.too_deep);
+            return;
+        }
+        let parent = *t.contexts.last().unwrap_or(&ROOT);
         let node = self.child(parent, ty, name);
         let n = &mut self.nodes[node as usize];
         n.entries += 1;
@@ -792,7 +808,10 @@ impl ReplayState {
     }
 
     fn context_pop(&mut self, ti: usize) {
-        if self.threads[ti].contexts.pop().is_none() {
+        let t = &mut self.threads[ti];
+        if t.too_deep > 0 {
+            t.too_deep -= 1;
+        } else if t.contexts.pop().is_none() {
             self.anomalies.unbalanced_pops += 1;
         }
     }
@@ -1262,6 +1281,12 @@ impl ReplayState {
         } else {
             parts.join("/")
         }
+    }
+
+    /// The deepest context nesting of the log, if it is deeper than [`MAX_CONTEXT_DEPTH`]:
+    /// the replay did not follow it, and its figures must not be reported.
+    pub fn too_deep(&self) -> Option<u64> {
+        (self.deepest_refused > 0).then_some(self.deepest_refused)
     }
 
     /// The path of every node, by id (a parent is always created before its children).

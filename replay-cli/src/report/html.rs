@@ -39,6 +39,7 @@ use crate::CliError;
 use super::leaks::{self, Leaks};
 use super::select::{held_now, Point};
 use super::sites::Metric;
+use super::summarize::LabelRef;
 use super::summarize::{self, Summary};
 use super::top::{self, Top, TopArgs};
 use super::{Loaded, SCHEMA_VERSION};
@@ -262,7 +263,7 @@ pub struct Island<'a> {
     pub schema_version: u32,
     pub report: &'static str,
     pub generator: &'a str,
-    pub summary: Value,
+    pub summary: SummaryValue<'a>,
     pub leaks: Value,
     pub top: Value,
     pub symbols: &'a SymbolStats,
@@ -307,7 +308,12 @@ pub fn island(report: &HtmlReport) -> Island<'_> {
         tables.walk(&mut v);
         v
     };
-    let summary = tabled(to_value(&report.summary));
+    // Labels hold no frames: they go out as they are, not as a JSON value each (about
+    // 600 bytes a label: 2 M labels cost the page 1.2 GB that way).
+    let summary = SummaryValue {
+        value: tabled(to_value(&report.summary.without_labels())),
+        labels: &report.summary.capture.labels,
+    };
     let leaks = tabled(to_value(&report.leaks));
     let top = tabled(to_value(&report.top));
     let StackTables { frames_table, addresses, .. } = tables;
@@ -330,6 +336,76 @@ pub fn island(report: &HtmlReport) -> Island<'_> {
 
 fn to_value<T: Serialize>(report: &T) -> Value {
     serde_json::to_value(report).expect("the report serializes")
+}
+
+/// The summary as the island holds it: a JSON value (its `frames` lists turned into
+/// indices) whose `capture.labels` is empty, and the labels, serialized in its place
+/// exactly as a JSON value would have them (keys in order).
+#[derive(Debug)]
+pub struct SummaryValue<'a> {
+    value: Value,
+    labels: &'a [LabelRef],
+}
+
+impl Serialize for SummaryValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(summary) = &self.value else { return self.value.serialize(s) };
+        let mut m = s.serialize_map(Some(summary.len()))?;
+        for (k, v) in summary {
+            match v {
+                Value::Object(capture) if k == "capture" => {
+                    m.serialize_entry(k, &CaptureValue { capture, labels: self.labels })?
+                }
+                _ => m.serialize_entry(k, v)?,
+            }
+        }
+        m.end()
+    }
+}
+
+struct CaptureValue<'a> {
+    capture: &'a serde_json::Map<String, Value>,
+    labels: &'a [LabelRef],
+}
+
+impl Serialize for CaptureValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.capture.len()))?;
+        for (k, v) in self.capture {
+            if k == "labels" {
+                m.serialize_entry(k, &LabelValues(self.labels))?;
+            } else {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+struct LabelValues<'a>(&'a [LabelRef]);
+
+impl Serialize for LabelValues<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(LabelValue))
+    }
+}
+
+/// A label as its JSON value serializes: keys in order.
+struct LabelValue<'a>(&'a LabelRef);
+
+impl Serialize for LabelValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let LabelRef { name, seq, time_ns, frame } = self.0;
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("frame", frame)?;
+        m.serialize_entry("name", name)?;
+        m.serialize_entry("seq", seq)?;
+        m.serialize_entry("time_ns", time_ns)?;
+        m.end()
+    }
 }
 
 /// The island's frame and address tables, filled while the `frames` lists are turned into
@@ -423,30 +499,31 @@ impl StackTables {
     }
 }
 
-/// The data island as it goes in the page: JSON with every `<` escaped.
-pub fn data_island(report: &HtmlReport) -> String {
-    let json = serde_json::to_string(&island(report)).expect("the report serializes");
-    escape_island(&json)
-}
-
 /// `<` only occurs inside JSON strings, where `\u003c` means the same character: the
 /// island can then hold no `</script>`, `<!--` or `<script`.
-pub fn escape_island(json: &str) -> String {
+fn escape_island(json: &str) -> String {
     json.replace('<', "\\u003c")
 }
 
-/// The whole page.
+/// The whole page. The data island is serialized into it in place (and escaped only if
+/// it has a `<`): the island of a long log is a large string, made once.
 pub fn render(report: &HtmlReport) -> String {
-    let island = data_island(report);
-    let mut page = String::with_capacity(PAGE.len() + CSS.len() + JS.len() + island.len());
     // Split on the placeholders once; the inserted texts are never searched again.
     let (head, rest) = PAGE.split_once("/*@CSS@*/").expect("page.html has the CSS placeholder");
     let (mid, rest) = rest.split_once("@DATA@").expect("page.html has the data placeholder");
     let (mid2, tail) = rest.split_once("/*@JS@*/").expect("page.html has the JS placeholder");
-    page.push_str(head);
-    page.push_str(CSS);
-    page.push_str(mid);
-    page.push_str(&island);
+    let mut page = Vec::with_capacity(PAGE.len() + CSS.len() + JS.len());
+    page.extend_from_slice(head.as_bytes());
+    page.extend_from_slice(CSS.as_bytes());
+    page.extend_from_slice(mid.as_bytes());
+    let at = page.len();
+    serde_json::to_writer(&mut page, &island(report)).expect("the report serializes");
+    let mut page = String::from_utf8(page).expect("JSON is UTF-8");
+    if page[at..].contains('<') {
+        let escaped = escape_island(&page[at..]);
+        page.truncate(at);
+        page.push_str(&escaped);
+    }
     page.push_str(mid2);
     page.push_str(JS);
     page.push_str(tail);
@@ -893,4 +970,29 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
         time_ns: kept_frames.iter().map(|f| l.ns(f.time_ns)).collect(),
     };
     TimelineData { edges_ns, domains, contexts, process, labels, frames }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary's labels, serialized beside its JSON value, come out as the value of
+    /// the whole summary would have them, byte for byte.
+    #[test]
+    fn labels_serialize_as_their_json_value() {
+        let labels = [
+            LabelRef { name: "level <1> \"loaded\"".into(), seq: 7, time_ns: 1_000, frame: Some(3) },
+            LabelRef { name: String::new(), seq: u64::MAX, time_ns: 0, frame: None },
+        ];
+        let value = serde_json::json!({
+            "at": "at the end",
+            "capture": { "events": 5, "labels": [], "threads": [{ "stream": 1 }] },
+            "sites": [],
+        });
+        let mut whole = value.clone();
+        whole["capture"]["labels"] = serde_json::to_value(labels.as_slice()).unwrap();
+        let spliced = SummaryValue { value, labels: &labels };
+        assert_eq!(serde_json::to_string(&spliced).unwrap(), serde_json::to_string(&whole).unwrap());
+        assert_eq!(serde_json::to_string_pretty(&spliced).unwrap(), serde_json::to_string_pretty(&whole).unwrap());
+    }
 }

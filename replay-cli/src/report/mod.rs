@@ -111,9 +111,19 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
         bar.finish_and_clear();
     }
     tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());
+    refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
     warn_if_damaged(path, &replay);
     Ok(Loaded { path: path.display().to_string(), replay, sel })
+}
+
+/// No report is made of a log that nests contexts deeper than the replay follows
+/// ([`crate::replay::state::MAX_CONTEXT_DEPTH`]): its figures would be wrong.
+pub(crate) fn refuse_too_deep(path: &std::path::Path, replay: &Replay) -> Result<(), CliError> {
+    match replay.state.too_deep() {
+        Some(depth) => Err(CliError::TooDeep { path: path.to_owned(), depth }),
+        None => Ok(()),
+    }
 }
 
 /// Every report covers what survived of a damaged or cut-off log; this says on stderr

@@ -82,6 +82,7 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
     state.finish();
     tracing::debug!("replayed {} (observed) in {:.3} s", path.display(), start.elapsed().as_secs_f64());
     let replay = Replay { header: log.header, report: log.report, state };
+    super::refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
     super::warn_if_damaged(path, &replay);
     let loaded = Loaded { path: path.display().to_string(), replay, sel };

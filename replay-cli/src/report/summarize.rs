@@ -57,6 +57,67 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// A copy without its labels (the only list of a summary as long as the log).
+    pub fn without_labels(&self) -> Summary {
+        let Capture {
+            format_version,
+            recorder,
+            os,
+            arch,
+            pid,
+            exe_path,
+            start_unix_ns,
+            start_utc,
+            duration_ns,
+            duration_is_lower_bound,
+            events,
+            frames,
+            first_frame,
+            last_frame,
+            labels: _,
+            threads,
+            recorded,
+        } = &self.capture;
+        Summary {
+            schema_version: self.schema_version,
+            report: self.report,
+            path: self.path.clone(),
+            selection: self.selection.clone(),
+            at: self.at.clone(),
+            capture: Capture {
+                format_version: format_version.clone(),
+                recorder: recorder.clone(),
+                os: os.clone(),
+                arch: arch.clone(),
+                pid: *pid,
+                exe_path: exe_path.clone(),
+                start_unix_ns: *start_unix_ns,
+                start_utc: start_utc.clone(),
+                duration_ns: *duration_ns,
+                duration_is_lower_bound: *duration_is_lower_bound,
+                events: *events,
+                frames: *frames,
+                first_frame: *first_frame,
+                last_frame: *last_frame,
+                labels: Vec::new(),
+                threads: threads.clone(),
+                recorded: recorded.clone(),
+            },
+            integrity: self.integrity.clone(),
+            anomalies: self.anomalies.clone(),
+            domains: self.domains.clone(),
+            total: self.total.clone(),
+            top_contexts: self.top_contexts.clone(),
+            instances: self.instances.clone(),
+            efficiency: self.efficiency.clone(),
+            leaks: self.leaks.clone(),
+            temporaries: self.temporaries.clone(),
+            sites: self.sites.clone(),
+            process_memory: self.process_memory.clone(),
+            symbols: self.symbols.clone(),
+        }
+    }
+
     /// Names the callstacks of `sites` (and where they were freed from) with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {

@@ -72,12 +72,12 @@ impl ModuleMap {
     pub fn read(path: &Path, state: &ReplayState) -> Result<ModuleMap, FormatError> {
         let file = std::fs::File::open(path)?;
         let mut reader = LogReader::new(std::io::BufReader::with_capacity(1 << 20, file))?;
-        let mut modules = Vec::new();
+        let (mut modules, mut buf) = (Vec::new(), Vec::new());
         while let Some(block) = reader.next_block()? {
             if block.frame.thread != METADATA_THREAD {
                 continue;
             }
-            let Ok(decoded) = block.decode() else { continue };
+            let Ok(decoded) = block.decode_with(&mut buf) else { continue };
             for e in decoded.events {
                 if let Event::Module { base, size, load_bias, path, build_id } = e {
                     modules.push(Module { base, size, load_bias, path: state.string(path), build_id });
