@@ -1,0 +1,48 @@
+//! The fuzzer's inputs, read on every `cargo test` the way its `read_log` target reads
+//! them (`fuzz/fuzz_targets/read_log.rs`): the seeds, and every input that ever made a
+//! target fail (`fuzz/regressions/read_log/`). Nothing may panic; the seeds recorded by
+//! the demo read whole.
+
+use std::path::Path;
+
+use memreplay_format::{merge_by_seq, Log, LogReader};
+
+fn read_like_the_fuzzer(data: &[u8]) -> Option<Log> {
+    if let Ok(mut reader) = LogReader::new(data) {
+        let mut buf = Vec::new();
+        while let Ok(Some(block)) = reader.next_block() {
+            let _ = block.decode_with(&mut buf);
+        }
+        let _ = reader.into_report();
+    }
+    let log = Log::read(data).ok()?;
+    let _ = merge_by_seq(&log.blocks).len();
+    Some(log)
+}
+
+fn inputs(dir: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz").join(dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let mut files: Vec<(String, Vec<u8>)> = entries
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn seeds_and_regressions_read_without_panicking() {
+    let seeds = inputs("seeds/read_log");
+    assert!(seeds.len() >= 5, "the seeds are there: {}", seeds.len());
+    for (name, data) in &seeds {
+        let log = read_like_the_fuzzer(data).unwrap_or_else(|| panic!("seed {name} is a log"));
+        if name == "demo.mrl" || name == "baseline.mrl" {
+            assert!(log.report.is_clean(), "{name}: {:?}", log.report);
+            assert!(log.blocks.iter().map(|b| b.events.len()).sum::<usize>() > 1000, "{name}");
+        }
+    }
+    for (_, data) in inputs("regressions/read_log") {
+        read_like_the_fuzzer(&data);
+    }
+}
