@@ -136,13 +136,26 @@ fn write_log(path: &Path, blocks: &[(u32, Vec<Event>)], lost: u64, end_ns: u64) 
 }
 
 /// Runs `replay-cli args`; fails on a panic, an undocumented exit status, or a hang.
+/// `replay-cli`, held to 4 GiB of address space (the rule of ARCHITECTURE.md: a hostile
+/// log ends in a report or a clear error, never in an allocation failure's abort).
+fn replay_cli() -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_replay-cli"));
+    // SAFETY: setrlimit is async-signal-safe, and nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 4 << 30, rlim_max: 4 << 30 };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
 fn run(args: &[&str]) -> Result<(), TestCaseError> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-cli"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = replay_cli().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -333,14 +346,14 @@ fn allocations_past_the_address_space_are_reported() {
     ];
     write_log(&log, &[(1, events)], 0, 10);
     let log = log.to_str().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(["summarize", log]).output().unwrap();
+    let out = replay_cli().args(["summarize", log]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         text.contains("anomalies  1 allocation past the end of the address space (byte figures are wrong)"),
         "{text}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(["summarize", "--json", log]).output().unwrap();
+    let out = replay_cli().args(["summarize", "--json", log]).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["anomalies"]["impossible_sizes"], 1);
     // Kept modulo 2^64: the two others are live, exactly.
@@ -349,7 +362,7 @@ fn allocations_past_the_address_space_are_reported() {
 
 /// `replay-cli args`: its exit status, stdout and stderr.
 fn output(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().unwrap();
+    let out = replay_cli().args(args).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
