@@ -219,17 +219,18 @@ pub fn run_summarize(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    takes::SUMMARIZE.check(args)?;
-    symbols.options()?;
-    let loaded = load(args, progress)?;
-    let start = Instant::now();
-    let report = build_symbolized(&loaded, symbols, summarize::build, |r, state, syms| {
+    let symbolize = |r: &mut summarize::Summary, state: &ReplayState, syms: &mut Symbolizer| {
         if !r.sites.is_empty() {
             r.symbolize(state, syms);
         }
-    })?;
-    tracing::debug!("built the Summarize report in {:.3} s", start.elapsed().as_secs_f64());
-    write_output(None, render(&report, args.json, summarize::Summary::to_text).as_bytes(), out)
+    };
+    let report = SymbolizedReport {
+        takes: takes::SUMMARIZE,
+        build: summarize::build,
+        symbolize,
+        to_text: summarize::Summary::to_text,
+    };
+    run_symbolized(args, symbols, progress, out, report)
 }
 
 /// `efficiency`, with its allocation sites symbolicated unless `symbols.no_symbols`.
@@ -239,17 +240,45 @@ pub fn run_efficiency(
     progress: Progress,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, CliError> {
-    takes::EFFICIENCY.check(args)?;
-    symbols.options()?;
-    let loaded = load(args, progress)?;
-    let start = Instant::now();
-    let report = build_symbolized(&loaded, symbols, efficiency::build, |r, state, syms| {
+    let symbolize = |r: &mut efficiency::Efficiency, state: &ReplayState, syms: &mut Symbolizer| {
         if !r.sites.is_empty() {
             r.symbolize(state, syms);
         }
-    })?;
-    tracing::debug!("built the Efficiency report in {:.3} s", start.elapsed().as_secs_f64());
-    write_output(None, render(&report, args.json, efficiency::Efficiency::to_text).as_bytes(), out)
+    };
+    let report = SymbolizedReport {
+        takes: takes::EFFICIENCY,
+        build: efficiency::build,
+        symbolize,
+        to_text: efficiency::Efficiency::to_text,
+    };
+    run_symbolized(args, symbols, progress, out, report)
+}
+
+/// A report whose sites are symbolicated unless `symbols.no_symbols`.
+struct SymbolizedReport<T, S> {
+    /// The shared options it takes.
+    takes: Takes,
+    build: fn(&Loaded) -> T,
+    /// Names its sites.
+    symbolize: S,
+    to_text: fn(&T) -> String,
+}
+
+fn run_symbolized<T: Serialize + Send>(
+    args: &ReportArgs,
+    symbols: &callstacks::SymbolArgs,
+    progress: Progress,
+    out: &mut dyn std::io::Write,
+    report: SymbolizedReport<T, impl FnOnce(&mut T, &ReplayState, &mut Symbolizer)>,
+) -> Result<u8, CliError> {
+    let SymbolizedReport { takes, build, symbolize, to_text } = report;
+    takes.check(args)?;
+    symbols.options()?;
+    let loaded = load(args, progress)?;
+    let start = Instant::now();
+    let report = build_symbolized(&loaded, symbols, build, symbolize)?;
+    tracing::debug!("built the {} report in {:.3} s", takes.command, start.elapsed().as_secs_f64());
+    write_output(None, render(&report, args.json, to_text).as_bytes(), out)
 }
 
 /// Builds a report with `build` while another thread reads the log's module map for a
