@@ -3,7 +3,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
-use memreplay_format::{context_flags, header_flags, Event, Log, HEAP_DOMAIN};
+use memreplay_format::{
+    block::{decode_events, unpack_payload_into},
+    context_flags, header_flags, Event, FileHeader, FormatError, LogReader, ReadReport, HEAP_DOMAIN,
+};
 use serde::Serialize;
 
 use crate::integrity::LogIntegrity;
@@ -182,9 +185,205 @@ pub struct EndInfo {
 }
 
 impl Info {
-    /// Summarizes `log` (`path` is only displayed).
-    pub fn from_log(path: &str, log: &Log) -> Info {
-        let h = &log.header;
+    /// Summarizes the log `src` in one pass over the file, a block at a time: events are
+    /// counted as they are decoded, never gathered, and only what the report lists
+    /// (strings, labels) is kept. `path` is only displayed.
+    pub fn read(path: &str, src: impl std::io::Read) -> Result<Info, FormatError> {
+        let mut reader = LogReader::new(src)?;
+        let mut counter = Counter::default();
+        let mut buf = Vec::new();
+        while let Some(block) = reader.next_block()? {
+            // A block that fails to decode counts for nothing: it is checked whole before
+            // its events are counted (decoding is cheap next to keeping them).
+            let raw = match unpack_payload_into(&block.frame, &block.stored, &mut buf) {
+                Ok(raw) => raw,
+                Err(e) => {
+                    reader.report_bad_block(&block, e);
+                    continue;
+                }
+            };
+            if let Some(e) = decode_events(raw).find_map(Result::err) {
+                reader.report_bad_block(&block, e);
+                continue;
+            }
+            counter.block(block.frame.thread, decode_events(raw).filter_map(Result::ok));
+        }
+        let header = reader.header().clone();
+        Ok(counter.finish(path, &header, &reader.into_report()))
+    }
+}
+
+/// What `info` counts as the blocks go by. Names are kept as string ids until the end:
+/// a string may be defined in any stream, after its first use in another.
+#[derive(Default)]
+struct Counter {
+    strings: HashMap<u32, String>,
+    counts: EventCounts,
+    blocks: u64,
+    threads: BTreeMap<u32, ThreadInfo>,
+    thread_names: HashMap<u32, u32>,
+    domains: BTreeMap<u32, DomainInfo>,
+    domain_names: HashMap<u32, u32>,
+    context_types: BTreeMap<u32, ContextTypeInfo>,
+    context_type_names: HashMap<u32, u32>,
+    /// Labels with their name's string id.
+    labels: Vec<(u32, LabelInfo)>,
+    clock: HashMap<u32, u64>,
+    last_time: u64,
+}
+
+impl Counter {
+    fn block(&mut self, stream: u32, events: impl Iterator<Item = Event>) {
+        self.blocks += 1;
+        let counts = &mut self.counts;
+        let t = self.threads.entry(stream).or_insert_with(|| ThreadInfo {
+            stream,
+            name: None,
+            os_tid: None,
+            blocks: 0,
+            events: 0,
+        });
+        t.blocks += 1;
+        let mut decoded = 0;
+        for event in events {
+            if matches!(event, Event::Unknown { .. }) {
+                continue;
+            }
+            decoded += 1;
+            match &event {
+                Event::Alloc { domain, size, .. } => {
+                    if *domain == HEAP_DOMAIN {
+                        counts.alloc += 1;
+                    } else {
+                        counts.domain_alloc += 1;
+                        let d = domain_entry(&mut self.domains, *domain);
+                        d.allocs += 1;
+                        d.alloc_bytes = d.alloc_bytes.wrapping_add(*size);
+                    }
+                }
+                Event::Free { domain, .. } => {
+                    if *domain == HEAP_DOMAIN {
+                        counts.free += 1;
+                    } else {
+                        counts.domain_free += 1;
+                        domain_entry(&mut self.domains, *domain).frees += 1;
+                    }
+                }
+                Event::Realloc { .. } => counts.realloc += 1,
+                Event::Usage { .. } => counts.usage += 1,
+                Event::ContextPush { ty, flags, .. } => {
+                    counts.context_push += 1;
+                    let c = context_entry(&mut self.context_types, *ty);
+                    c.pushes += 1;
+                    if flags & context_flags::INSTANCE != 0 {
+                        c.instances += 1;
+                    }
+                }
+                Event::ContextPop => counts.context_pop += 1,
+                Event::AttachPush { .. } => counts.attach_push += 1,
+                Event::AttachPop => counts.attach_pop += 1,
+                Event::Time { ns } => {
+                    counts.time += 1;
+                    self.clock.insert(stream, *ns);
+                    self.last_time = self.last_time.max(*ns);
+                }
+                Event::FrameStart { .. } => counts.frame_start += 1,
+                Event::Label { seq, name } => {
+                    counts.label += 1;
+                    let time_ns = self.clock.get(&stream).copied();
+                    self.labels.push((*name, LabelInfo { name: String::new(), seq: *seq, stream, time_ns }));
+                }
+                Event::DefineString { id, text } => {
+                    counts.define_string += 1;
+                    self.strings.insert(*id, text.clone());
+                }
+                Event::DefineStack { .. } => counts.define_stack += 1,
+                Event::DefineContextType { id, name } => {
+                    counts.define_context_type += 1;
+                    if *name != 0 {
+                        context_entry(&mut self.context_types, *id);
+                        self.context_type_names.insert(*id, *name);
+                    }
+                }
+                Event::DefineDomain { id, name, kind, capacity, parent } => {
+                    counts.define_domain += 1;
+                    let d = domain_entry(&mut self.domains, *id);
+                    d.kind = kind.name().to_owned();
+                    d.capacity = *capacity;
+                    d.parent = *parent;
+                    if *name != 0 {
+                        self.domain_names.insert(*id, *name);
+                    }
+                }
+                Event::Module { .. } => counts.module += 1,
+                Event::ProcessMemory { .. } => counts.process_memory += 1,
+                Event::ThreadInfo { os_tid, name } => {
+                    counts.thread_info += 1;
+                    let t = self.threads.get_mut(&stream).expect("inserted above");
+                    t.os_tid = Some(*os_tid);
+                    if *name != 0 {
+                        self.thread_names.insert(stream, *name);
+                    }
+                }
+                Event::Resource { domain, .. } => {
+                    counts.resource += 1;
+                    domain_entry(&mut self.domains, *domain).resources += 1;
+                }
+                Event::Lost { events, .. } => {
+                    counts.lost += 1;
+                    counts.lost_events = counts.lost_events.saturating_add(*events);
+                }
+                // Dropped by the decoder; nothing to count.
+                Event::Unknown { .. } => {}
+            }
+        }
+        if let Some(t) = self.threads.get_mut(&stream) {
+            t.events += decoded;
+        }
+    }
+
+    fn finish(self, path: &str, h: &FileHeader, report: &ReadReport) -> Info {
+        let Counter {
+            strings,
+            counts,
+            blocks,
+            mut threads,
+            thread_names,
+            mut domains,
+            domain_names,
+            mut context_types,
+            context_type_names,
+            labels,
+            last_time,
+            ..
+        } = self;
+        let string = |id: u32| strings.get(&id).map_or_else(|| format!("<string {id}>"), |s| s.clone());
+        for (stream, name) in thread_names {
+            if let Some(t) = threads.get_mut(&stream) {
+                t.name = Some(string(name));
+            }
+        }
+        for (id, name) in domain_names {
+            if let Some(d) = domains.get_mut(&id) {
+                d.name = string(name);
+            }
+        }
+        for (id, name) in context_type_names {
+            if let Some(c) = context_types.get_mut(&id) {
+                c.name = string(name);
+            }
+        }
+        let mut labels: Vec<LabelInfo> = labels
+            .into_iter()
+            .map(|(name, mut l)| {
+                if name != 0 {
+                    l.name = string(name);
+                }
+                l
+            })
+            .collect();
+        labels.sort_by_key(|l| l.seq);
+
         let header = HeaderInfo {
             format_version: format!("{}.{}", h.version_major, h.version_minor),
             recorder: h.recorder.clone(),
@@ -201,135 +400,6 @@ impl Info {
             usage_changes: h.has(header_flags::USAGE_CHANGES),
             max_stack_depth: h.max_stack_depth,
         };
-
-        // Strings are interned log-wide but may be defined in any stream, possibly after
-        // a first use in another: collect them all first.
-        let strings: HashMap<u32, &str> = log
-            .events()
-            .filter_map(|(_, e)| match e {
-                Event::DefineString { id, text } => Some((*id, text.as_str())),
-                _ => None,
-            })
-            .collect();
-        let string = |id: u32| -> Option<String> {
-            if id == 0 {
-                None
-            } else {
-                Some(strings.get(&id).map_or_else(|| format!("<string {id}>"), |s| (*s).to_owned()))
-            }
-        };
-
-        let mut counts = EventCounts::default();
-        let mut threads: BTreeMap<u32, ThreadInfo> = BTreeMap::new();
-        let mut domains: BTreeMap<u32, DomainInfo> = BTreeMap::new();
-        let mut context_types: BTreeMap<u32, ContextTypeInfo> = BTreeMap::new();
-        let mut labels = Vec::new();
-        let mut clock: HashMap<u32, u64> = HashMap::new();
-        let mut last_time = 0u64;
-
-        for block in &log.blocks {
-            let stream = block.frame.thread;
-            let t = threads.entry(stream).or_insert_with(|| ThreadInfo {
-                stream,
-                name: None,
-                os_tid: None,
-                blocks: 0,
-                events: 0,
-            });
-            t.blocks += 1;
-            t.events += block.events.len() as u64;
-            for event in &block.events {
-                match event {
-                    Event::Alloc { domain, size, .. } => {
-                        if *domain == HEAP_DOMAIN {
-                            counts.alloc += 1;
-                        } else {
-                            counts.domain_alloc += 1;
-                            let d = domain_entry(&mut domains, *domain);
-                            d.allocs += 1;
-                            d.alloc_bytes = d.alloc_bytes.wrapping_add(*size);
-                        }
-                    }
-                    Event::Free { domain, .. } => {
-                        if *domain == HEAP_DOMAIN {
-                            counts.free += 1;
-                        } else {
-                            counts.domain_free += 1;
-                            domain_entry(&mut domains, *domain).frees += 1;
-                        }
-                    }
-                    Event::Realloc { .. } => counts.realloc += 1,
-                    Event::Usage { .. } => counts.usage += 1,
-                    Event::ContextPush { ty, flags, .. } => {
-                        counts.context_push += 1;
-                        let c = context_entry(&mut context_types, *ty);
-                        c.pushes += 1;
-                        if flags & context_flags::INSTANCE != 0 {
-                            c.instances += 1;
-                        }
-                    }
-                    Event::ContextPop => counts.context_pop += 1,
-                    Event::AttachPush { .. } => counts.attach_push += 1,
-                    Event::AttachPop => counts.attach_pop += 1,
-                    Event::Time { ns } => {
-                        counts.time += 1;
-                        clock.insert(stream, *ns);
-                        last_time = last_time.max(*ns);
-                    }
-                    Event::FrameStart { .. } => counts.frame_start += 1,
-                    Event::Label { seq, name } => {
-                        counts.label += 1;
-                        labels.push(LabelInfo {
-                            name: string(*name).unwrap_or_default(),
-                            seq: *seq,
-                            stream,
-                            time_ns: clock.get(&stream).copied(),
-                        });
-                    }
-                    Event::DefineString { .. } => counts.define_string += 1,
-                    Event::DefineStack { .. } => counts.define_stack += 1,
-                    Event::DefineContextType { id, name } => {
-                        counts.define_context_type += 1;
-                        if let Some(n) = string(*name) {
-                            context_entry(&mut context_types, *id).name = n;
-                        }
-                    }
-                    Event::DefineDomain { id, name, kind, capacity, parent } => {
-                        counts.define_domain += 1;
-                        let d = domain_entry(&mut domains, *id);
-                        if let Some(n) = string(*name) {
-                            d.name = n;
-                        }
-                        d.kind = kind.name().to_owned();
-                        d.capacity = *capacity;
-                        d.parent = *parent;
-                    }
-                    Event::Module { .. } => counts.module += 1,
-                    Event::ProcessMemory { .. } => counts.process_memory += 1,
-                    Event::ThreadInfo { os_tid, name } => {
-                        counts.thread_info += 1;
-                        let t = threads.get_mut(&stream).expect("inserted above");
-                        t.os_tid = Some(*os_tid);
-                        if let Some(n) = string(*name) {
-                            t.name = Some(n);
-                        }
-                    }
-                    Event::Resource { domain, .. } => {
-                        counts.resource += 1;
-                        domain_entry(&mut domains, *domain).resources += 1;
-                    }
-                    Event::Lost { events, .. } => {
-                        counts.lost += 1;
-                        counts.lost_events = counts.lost_events.saturating_add(*events);
-                    }
-                    // Dropped by the decoder; nothing to count.
-                    Event::Unknown { .. } => {}
-                }
-            }
-        }
-        labels.sort_by_key(|l| l.seq);
-
-        let report = &log.report;
         let events: u64 = threads.values().map(|t| t.events).fold(0, u64::wrapping_add);
         let end = report.end.map(|e| EndInfo {
             blocks: e.blocks,
@@ -358,7 +428,7 @@ impl Info {
             path: path.to_owned(),
             header,
             totals: Totals {
-                blocks: log.blocks.len() as u64,
+                blocks,
                 events,
                 bytes: report.bytes,
                 bytes_per_event: if events == 0 { 0.0 } else { report.bytes as f64 / events as f64 },
@@ -374,7 +444,9 @@ impl Info {
             integrity,
         }
     }
+}
 
+impl Info {
     /// The `--json` output: pretty-printed, newline-terminated.
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("Info serializes");

@@ -3,20 +3,21 @@
 //! The binary is a thin clap front end over this library, so that tests and other tools
 //! can call the same code:
 //!
-//! - [`open_log`] reads a log, turning the ways a file can fail to be a log at all into
-//!   one-line [`CliError`]s;
-//! - [`info::Info::from_log`] summarizes a log (header, totals, threads, event counts,
-//!   domains, contexts, labels, integrity), printable as text ([`info::Info::to_text`])
-//!   or JSON ([`info::Info::to_json`]);
+//! - [`info::Info::read`] summarizes a log in one pass, a block at a time (header,
+//!   totals, threads, event counts, domains, contexts, labels, integrity), printable as
+//!   text ([`info::Info::to_text`]) or JSON ([`info::Info::to_json`]); the ways a file
+//!   can fail to be a log at all are one-line [`CliError`]s;
 //! - [`replay::replay`] replays a log into a [`replay::ReplayState`] (the engine);
 //! - [`report`] builds the reports on it (`summarize`, `tree`, `leaks`, `efficiency`,
 //!   `instances`, `diff`), each printable as text or JSON (schema: `JSON.md`), and the HTML
 //!   page ([`report::html`], `replay-cli report`);
-//! - [`check`] holds a log to a memory budget (`BUDGET.md`) for CI.
+//! - [`check`] holds a log to a memory budget (`BUDGET.md`) for CI;
+//! - [`memory`] is the memory ceiling a replay stops at, saying what grew.
 
 pub mod check;
 pub mod info;
 pub mod integrity;
+pub mod memory;
 pub mod replay;
 pub mod report;
 pub mod symbols;
@@ -25,7 +26,7 @@ pub mod xml;
 
 use std::path::{Path, PathBuf};
 
-use memreplay_format::{FormatError, Log};
+use memreplay_format::FormatError;
 
 pub use info::Info;
 
@@ -44,6 +45,8 @@ pub enum CliError {
     Usage(String),
     /// The log nests contexts deeper than the replay follows.
     TooDeep { path: PathBuf, depth: u64 },
+    /// Replaying the log took more memory than the ceiling allows.
+    OutOfRoom { path: PathBuf, what: memory::OutOfRoom },
 }
 
 impl std::fmt::Display for CliError {
@@ -62,6 +65,30 @@ impl std::fmt::Display for CliError {
                 path.display(),
                 crate::replay::state::MAX_CONTEXT_DEPTH
             ),
+            CliError::OutOfRoom { path, what } => {
+                use crate::report::table::size;
+                write!(
+                    f,
+                    "{}: stopped after {} of {} events: {} of memory in use, past the ceiling of {} \
+                     (--max-memory, or MEMREPLAY_MAX_MEMORY)",
+                    path.display(),
+                    what.events_done,
+                    what.events_total,
+                    size(what.in_use),
+                    size(what.limit)
+                )?;
+                let parts: Vec<String> = what
+                    .parts
+                    .iter()
+                    .filter(|&&(_, bytes, _)| bytes > 0)
+                    .take(3)
+                    .map(|&(part, bytes, n)| format!("{part} {} ({n})", size(bytes)))
+                    .collect();
+                if !parts.is_empty() {
+                    write!(f, "; what grew: {}", parts.join(", "))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -75,11 +102,6 @@ pub const EXIT_ERROR: u8 = 2;
 /// Exit status of `--strict` for a log that is truncated or damaged.
 pub const EXIT_DAMAGED: u8 = 1;
 
-/// Reads a whole log. Damage past the header is not an error: it is in `log.report`.
-pub fn open_log(path: &Path) -> Result<Log, CliError> {
-    Log::open(path).map_err(|error| CliError::Open { path: path.to_owned(), error })
-}
-
 /// What `info` should print.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InfoOptions {
@@ -92,8 +114,10 @@ pub struct InfoOptions {
 /// `replay-cli info`: writes the summary of the log at `path` to `out` and returns the
 /// exit status (0, or [`EXIT_DAMAGED`] under `--strict` for a damaged log).
 pub fn run_info(path: &Path, opts: InfoOptions, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
-    let log = open_log(path)?;
-    let info = Info::from_log(&path.display().to_string(), &log);
+    let open = |error| CliError::Open { path: path.to_owned(), error };
+    let file = std::fs::File::open(path).map_err(|e| open(e.into()))?;
+    let info =
+        Info::read(&path.display().to_string(), std::io::BufReader::with_capacity(1 << 16, file)).map_err(open)?;
     let text = if opts.json { info.to_json() } else { info.to_text() };
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Output)?;
     Ok(if opts.strict && !info.integrity.clean { EXIT_DAMAGED } else { 0 })

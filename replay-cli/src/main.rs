@@ -25,6 +25,11 @@ struct Cli {
     /// Diagnostics on stderr: -v for timings and progress of the replay, -vv for more.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Memory a command may use before it stops with an error saying what grew (4g,
+    /// 512MiB, ...). Default: half of the machine's memory or of the process's limits,
+    /// the smaller. Also MEMREPLAY_MAX_MEMORY.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_max_memory)]
+    max_memory: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -158,9 +163,38 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
+fn parse_max_memory(s: &str) -> Result<u64, String> {
+    match report::select::parse_bytes(s)? {
+        0 => Err("the memory ceiling must be above 0".into()),
+        n => Ok(n),
+    }
+}
+
+/// The memory ceiling: `--max-memory`, else `MEMREPLAY_MAX_MEMORY`, else the default.
+fn set_memory_ceiling(flag: Option<u64>) -> Result<(), replay_cli::CliError> {
+    let from_env = match std::env::var("MEMREPLAY_MAX_MEMORY") {
+        Ok(v) => {
+            Some(parse_max_memory(&v).map_err(|e| replay_cli::CliError::Usage(format!("MEMREPLAY_MAX_MEMORY: {e}")))?)
+        }
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(replay_cli::CliError::Usage("MEMREPLAY_MAX_MEMORY is not valid UTF-8".into()))
+        }
+    };
+    if let Some(limit) = flag.or(from_env).or_else(replay_cli::memory::default_ceiling) {
+        replay_cli::memory::set_ceiling(replay_cli::memory::Ceiling { limit, in_use: heap::in_use });
+    }
+    heap::set_hard_limit(replay_cli::memory::process_limit());
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    if let Err(e) = set_memory_ceiling(cli.max_memory) {
+        eprintln!("replay-cli: {e}");
+        return ExitCode::from(replay_cli::EXIT_ERROR);
+    }
     let out = &mut std::io::stdout().lock();
     let result = match cli.command {
         Command::Info { log, json, strict } => {
@@ -202,6 +236,128 @@ fn main() -> ExitCode {
                 eprintln!("replay-cli: {line}");
             }
             ExitCode::from(replay_cli::EXIT_ERROR)
+        }
+    }
+}
+
+/// The heap, counted: what the memory ceiling measures. A request that the process
+/// cannot have (past its address-space limit, less room for stacks and code, or refused
+/// by the system) ends the command with a message and exit status 2, not an abort.
+mod heap {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    struct Counting;
+
+    #[global_allocator]
+    static HEAP: Counting = Counting;
+
+    static IN_USE: AtomicU64 = AtomicU64::new(0);
+    static HARD_LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+    /// Bytes of heap in use.
+    pub fn in_use() -> u64 {
+        IN_USE.load(Relaxed)
+    }
+
+    /// Past seven eighths of the process's limit a request fails the command: the rest is
+    /// for thread stacks, code and the allocator's own overhead.
+    pub fn set_hard_limit(process_limit: Option<u64>) {
+        if let Some(limit) = process_limit {
+            HARD_LIMIT.store(limit / 8 * 7, Relaxed);
+        }
+    }
+
+    /// Counts `size` more bytes in use; fails the command if they cannot be had.
+    #[inline]
+    fn take(size: usize) {
+        let now = IN_USE.fetch_add(size as u64, Relaxed) + size as u64;
+        if now > HARD_LIMIT.load(Relaxed) {
+            out_of_memory(size, now - size as u64);
+        }
+    }
+
+    /// Writes one line and exits with status 2, allocating nothing (the heap is what ran
+    /// out) and running no destructors.
+    #[cold]
+    fn out_of_memory(size: usize, in_use: u64) -> ! {
+        let mut line = [0u8; 256];
+        let mut w = Writer { buf: &mut line, len: 0 };
+        let mib = |b: u64| b >> 20;
+        let _ = std::fmt::Write::write_fmt(
+            &mut w,
+            format_args!(
+                "replay-cli: out of memory: {} MiB more asked for with {} MiB in use, past what the process may have; \
+                 a lower --max-memory stops the replay earlier and says what grew\n",
+                mib(size as u64).max(1),
+                mib(in_use)
+            ),
+        );
+        let len = w.len;
+        // SAFETY: writes `len` initialized bytes of `line` to stderr, then ends the process
+        // without unwinding or running anything else.
+        unsafe {
+            libc::write(2, line.as_ptr().cast(), len);
+            libc::_exit(2)
+        }
+    }
+
+    /// A `fmt::Write` into a fixed buffer: what does not fit is cut.
+    struct Writer<'a> {
+        buf: &'a mut [u8],
+        len: usize,
+    }
+
+    impl std::fmt::Write for Writer<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let n = s.len().min(self.buf.len() - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            Ok(())
+        }
+    }
+
+    // SAFETY: every call goes to `System` with the caller's layout and pointer unchanged;
+    // the count is bookkeeping beside it.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            take(layout.size());
+            // SAFETY: the caller's contract for `alloc`, passed on.
+            let p = unsafe { System.alloc(layout) };
+            if p.is_null() {
+                out_of_memory(layout.size(), in_use());
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            take(layout.size());
+            // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if p.is_null() {
+                out_of_memory(layout.size(), in_use());
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            IN_USE.fetch_sub(layout.size() as u64, Relaxed);
+            // SAFETY: the caller's contract for `dealloc`, passed on.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            if new_size > layout.size() {
+                take(new_size - layout.size());
+            } else {
+                IN_USE.fetch_sub((layout.size() - new_size) as u64, Relaxed);
+            }
+            // SAFETY: the caller's contract for `realloc`, passed on.
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if p.is_null() {
+                out_of_memory(new_size, in_use());
+            }
+            p
         }
     }
 }

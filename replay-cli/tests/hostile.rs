@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use memreplay_format::block::FRAME_LEN;
 use memreplay_format::{
-    header_flags, BlockFrame, Compression, DomainKind, EndOfLog, Event, EventEncoder, FileHeader, LogWriter,
-    LossReason, ResourceDesc, ResourceKind, VERSION_MAJOR, VERSION_MINOR,
+    context_flags, header_flags, BlockFrame, Compression, DomainKind, EndOfLog, Event, EventEncoder, FileHeader,
+    LogWriter, LossReason, ResourceDesc, ResourceKind, VERSION_MAJOR, VERSION_MINOR,
 };
 use proptest::prelude::*;
 
@@ -510,4 +510,149 @@ fn context_nesting_at_the_limit_is_reported() {
     let (code, stdout, stderr) = output(&["diff", log, log]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stdout.is_empty());
+}
+
+/// `n` labels named "tick" on one thread, `per_block` to a block, after one allocation.
+fn labels_log(path: &Path, n: u64, per_block: u64) {
+    let mut blocks = vec![(
+        1,
+        vec![
+            Event::DefineString { id: 1, text: "tick".into() },
+            Event::Time { ns: 1 },
+            Event::Alloc { seq: 1, domain: 0, addr: 0x1000, size: 64, align_log2: 3, stack: 0 },
+        ],
+    )];
+    let mut seq = 2;
+    while seq < n + 2 {
+        let end = (seq + per_block).min(n + 2);
+        blocks.push((1, (seq..end).map(|seq| Event::Label { seq, name: 1 }).collect()));
+        seq = end;
+    }
+    write_log(path, &blocks, 0, 10);
+}
+
+/// A log that takes more memory than the ceiling stops the replay with exit status 2 and a
+/// message naming the ceiling and what grew; the ceiling comes from `--max-memory` or
+/// `MEMREPLAY_MAX_MEMORY`, each refused loudly when it is not a size.
+#[test]
+fn a_log_past_the_memory_ceiling_stops_with_what_grew() {
+    let dir = temp_dir();
+    let log = dir.join("labels.mrl");
+    labels_log(&log, 1_000_000, 50_000);
+    let log = log.to_str().unwrap();
+    let (code, _, stderr) = output(&["summarize", log]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let stopped = |stderr: &str| {
+        let line = stderr.lines().next().unwrap_or_default().to_owned();
+        let prefix = format!("replay-cli: {log}: stopped after ");
+        assert!(line.starts_with(&prefix), "{stderr}");
+        assert!(line.contains(" of 1000003 events: "), "{line}");
+        assert!(line.contains(" of memory in use, past the ceiling of 16.0 MiB (--max-memory, or MEMREPLAY_MAX_MEMORY); what grew: labels "), "{line}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    };
+    for args in [vec!["summarize", log, "--max-memory", "16MiB"], vec!["--max-memory=16m", "tree", log]] {
+        let (code, stdout, stderr) = output(&args);
+        assert_eq!((code, stdout.as_str()), (Some(2), ""), "{args:?}: {stderr}");
+        stopped(&stderr);
+    }
+    let out = replay_cli().args(["leaks", log]).env("MEMREPLAY_MAX_MEMORY", "16MiB").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    stopped(&String::from_utf8_lossy(&out.stderr));
+    // The flag wins over the variable.
+    let out = replay_cli()
+        .args(["summarize", log, "--max-memory", "1g"])
+        .env("MEMREPLAY_MAX_MEMORY", "16MiB")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    for bad in ["lots", "0", "-5m"] {
+        let out = replay_cli().args(["summarize", log]).env("MEMREPLAY_MAX_MEMORY", bad).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.starts_with("replay-cli: MEMREPLAY_MAX_MEMORY: "), "{bad}: {stderr}");
+        let (code, _, stderr) = output(&["summarize", log, &format!("--max-memory={bad}")]);
+        assert_eq!(code, Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--max-memory"), "{bad}: {stderr}");
+    }
+}
+
+/// What the process cannot have at all ends the command with one line and exit status 2,
+/// not an allocation failure's abort: here the ceiling is set far above a 1 GiB
+/// address-space limit, and a log of 4 M-frame callstacks (each 32 MiB replayed, 17 KB
+/// in the file) outgrows it.
+#[test]
+fn a_log_past_the_address_space_ends_with_a_message_not_an_abort() {
+    let dir = temp_dir();
+    let log = dir.join("stacks.mrl");
+    let frames: Vec<u64> = (0..4_000_000u64).map(|i| 0x1000 + i % 64).collect();
+    let mut w = LogWriter::new(std::fs::File::create(&log).unwrap(), &header()).unwrap();
+    for id in 1..=40u32 {
+        let mut enc = EventEncoder::new();
+        enc.push(&Event::DefineStack { id, frames: frames.clone() });
+        w.write_block(1, &mut enc).unwrap();
+    }
+    w.finish(0, 10).unwrap();
+    let limited = || {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_replay-cli"));
+        // SAFETY: setrlimit is async-signal-safe, and nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit { rlim_cur: 1 << 30, rlim_max: 1 << 30 };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd
+    };
+    let out = limited().args(["summarize", log.to_str().unwrap(), "--max-memory", "100g"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("replay-cli: out of memory: "), "{stderr}");
+    assert!(stderr.contains("a lower --max-memory stops the replay earlier and says what grew"), "{stderr}");
+    // With the default ceiling (half the limit), the replay stops first and says why.
+    let out = limited().args(["summarize", log.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("what grew: callstacks "), "{stderr}");
+}
+
+/// Blocks without sequenced events are decoded when their records are due, a few at a
+/// time, not all at once: a thread's 40 blocks of 200,000 context pushes and pops each
+/// (8 M records, 256 MiB decoded at once) replay under a 64 MiB ceiling, between two
+/// allocations and after the last one.
+#[test]
+fn blocks_without_sequenced_events_stream() {
+    let dir = temp_dir();
+    let log = dir.join("unsequenced.mrl");
+    let pushes: Vec<Event> = (0..100_000)
+        .flat_map(|_| [Event::ContextPush { ty: 1, name: 1, flags: context_flags::INSTANCE }, Event::ContextPop])
+        .collect();
+    let mut blocks = vec![(
+        1,
+        vec![
+            Event::DefineString { id: 1, text: "scope".into() },
+            Event::DefineContextType { id: 1, name: 1 },
+            Event::Time { ns: 1 },
+            Event::Alloc { seq: 1, domain: 0, addr: 0x1000, size: 64, align_log2: 3, stack: 0 },
+        ],
+    )];
+    blocks.extend((0..40).map(|_| (1, pushes.clone())));
+    blocks.push((1, vec![Event::ContextPush { ty: 1, name: 1, flags: 0 }]));
+    blocks.push((
+        1,
+        vec![Event::Alloc { seq: 2, domain: 0, addr: 0x2000, size: 32, align_log2: 3, stack: 0 }, Event::ContextPop],
+    ));
+    blocks.extend((0..40).map(|_| (1, pushes.clone())));
+    write_log(&log, &blocks, 0, 10);
+    let log = log.to_str().unwrap();
+    let (code, stdout, stderr) = output(&["tree", "--json", log, "--max-memory", "64MiB"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // Every push of the 80 blocks (as instances), and the one around the second allocation.
+    let scope = &json["domains"][0]["root"]["children"][0];
+    let figures = (scope["path"].as_str(), scope["bytes"].as_u64(), scope["instances"].as_u64());
+    assert_eq!(figures, (Some("scope:scope"), Some(32), Some(8_000_000)), "{scope}");
 }

@@ -14,12 +14,17 @@ fn demo_log(name: &str, args: &[&str]) -> std::path::PathBuf {
     path
 }
 
+/// `info` of the log at `path`, read a block at a time as the command does.
+fn read_info(name: &str, path: &std::path::Path) -> Info {
+    Info::read(name, std::fs::File::open(path).unwrap()).unwrap()
+}
+
 #[test]
 fn info_agrees_with_the_demo() {
     let path = demo_log("info.mrl", &["--textures", "5", "--frames", "20"]);
     let exp = expected(&Options { textures: 5, frames: 20, ..Options::default() });
     let log = open(&path);
-    let info = Info::from_log("info.mrl", &log);
+    let info = read_info("info.mrl", &path);
 
     assert!(info.integrity.complete && info.integrity.clean);
     assert_eq!((info.integrity.bytes_lost, info.integrity.events_lost), (0, 0));
@@ -70,12 +75,12 @@ fn info_agrees_with_the_demo() {
 fn info_on_a_cut_off_demo_log() {
     let path = demo_log("cut.mrl", &["--frames", "10"]);
     let bytes = std::fs::read(&path).unwrap();
-    let whole = Info::from_log("whole", &open(&path));
+    let whole = read_info("whole", &path);
     // Cut inside the last event block: the end record and part of a block are gone.
     let cut_at = bytes.len() - 60 - 10;
     std::fs::write(&path, &bytes[..cut_at]).unwrap();
 
-    let info = Info::from_log("cut", &open(&path));
+    let info = read_info("cut", &path);
     assert!(!info.integrity.complete && !info.integrity.clean);
     assert!(info.integrity.bytes_lost > 0);
     assert!(info.totals.events < whole.totals.events);
@@ -100,8 +105,7 @@ fn info_on_a_corrupted_demo_log() {
     bytes[first + 48 + 4] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
 
-    let log = open(&path);
-    let info = Info::from_log("corrupt", &log);
+    let info = read_info("corrupt", &path);
     assert!(info.integrity.complete && !info.integrity.clean);
     assert_eq!(info.integrity.damage.len(), 1, "{:?}", info.integrity.damage);
     assert!(info.integrity.events_in_bad_blocks > 0);

@@ -92,6 +92,11 @@ impl<V: Copy + Default> AddrMap<V> {
         self.len + usize::from(self.max_key.is_some())
     }
 
+    /// Bytes of heap the table takes.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.entries.capacity() * std::mem::size_of::<Entry<V>>()) as u64
+    }
+
     #[inline(always)]
     fn mask(&self) -> usize {
         self.entries.len().wrapping_sub(1)

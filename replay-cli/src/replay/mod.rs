@@ -20,6 +20,8 @@ pub struct Replay {
     pub header: FileHeader,
     pub report: ReadReport,
     pub state: ReplayState,
+    /// Events the log's blocks hold (from their frames).
+    pub events_in_log: u64,
 }
 
 impl Replay {
@@ -53,5 +55,5 @@ pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64,
         secs,
         state.events as f64 / secs.max(1e-9) / 1e6
     );
-    Ok(Replay { header: log.header, report: log.report, state })
+    Ok(Replay { header: log.header, report: log.report, state, events_in_log: total })
 }

@@ -178,9 +178,12 @@ pub struct Node {
     /// Entries of this context; `instances`: entries flagged as instances.
     pub entries: u64,
     pub instances: u64,
-    /// Its slots (indices into `ReplayState::slots`).
-    pub slots: Vec<u32>,
-    pub children: Vec<NodeId>,
+    /// Its children, a list in creation order: the first and last, and each child's next
+    /// sibling (`ROOT`: none; the root is nobody's child). Links rather than a list per
+    /// node keep a node at 40 bytes.
+    first_child: NodeId,
+    last_child: NodeId,
+    next_sibling: NodeId,
 }
 
 /// A live allocation: 24 bytes, so that with its address an entry of the live-allocation
@@ -377,6 +380,8 @@ pub struct ReplayState {
     pub end_time_ns: u64,
     /// The deepest context nesting seen past [`MAX_CONTEXT_DEPTH`], 0 if none.
     deepest_refused: u64,
+    /// Heap in use and the ceiling, if the replay stopped at the memory ceiling.
+    out_of_room: Option<(u64, u64)>,
     options: ReplayOptions,
     children: FxMap<(NodeId, u32, u32), NodeId>,
     slot_index: FxMap<(NodeId, u32, u32), u32>,
@@ -647,18 +652,25 @@ fn indexed(addr: u64, size: u64) -> bool {
     size >= BIG || addr % 8 != 0
 }
 
+impl Node {
+    fn new(parent: NodeId, ty: u32, name: u32) -> Node {
+        Node { parent, ty, name, entries: 0, instances: 0, first_child: ROOT, last_child: ROOT, next_sibling: ROOT }
+    }
+}
+
 impl ReplayState {
+    /// The children of `node`, in creation order.
+    pub fn children(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        let first = self.nodes[node as usize].first_child;
+        std::iter::successors((first != ROOT).then_some(first), |&c| {
+            let next = self.nodes[c as usize].next_sibling;
+            (next != ROOT).then_some(next)
+        })
+    }
+
     pub fn new(options: ReplayOptions) -> Self {
         let mut s = ReplayState { options, ..Default::default() };
-        s.nodes.push(Node {
-            parent: ROOT,
-            ty: 0,
-            name: 0,
-            entries: 0,
-            instances: 0,
-            slots: Vec::new(),
-            children: Vec::new(),
-        });
+        s.nodes.push(Node::new(ROOT, 0, 0));
         s
     }
 
@@ -680,6 +692,74 @@ impl ReplayState {
 
     /// Applies one record of `thread` (its `Event` records refer into `block`), in global order.
     #[inline(always)]
+    /// Whether the replay must stop: the heap is past the memory ceiling
+    /// ([`crate::memory`]). Once it says so, it keeps saying so.
+    pub fn stopped(&mut self) -> bool {
+        if self.out_of_room.is_none() {
+            self.out_of_room = crate::memory::over_ceiling();
+        }
+        self.out_of_room.is_some()
+    }
+
+    /// Heap in use and the ceiling, if the replay stopped at the memory ceiling: its
+    /// figures cover only the events before.
+    pub fn out_of_room(&self) -> Option<(u64, u64)> {
+        self.out_of_room
+    }
+
+    /// What the state holds, by part: (what, bytes of heap, how many), largest first.
+    /// Estimated from lengths and capacities (allocator overhead not counted), to say
+    /// what grew when a log takes more memory than a command may use.
+    pub fn memory_by_part(&self) -> Vec<(&'static str, u64, u64)> {
+        use std::mem::size_of;
+        let n = |v: usize| v as u64;
+        // A hash map entry, with a load factor of 7/8 and a control byte.
+        let map = |len: usize, entry: usize| n(len) * (n(entry) + 1) * 8 / 7;
+        let vec_bytes = |cap: usize, each: usize| n(cap) * n(each);
+        let mut parts = vec![
+            (
+                "live allocations",
+                self.live.iter().map(|l| l.map.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
+                self.live.iter().map(|l| n(l.map.len())).sum(),
+            ),
+            (
+                "callstacks",
+                self.stacks.values().map(|f| vec_bytes(f.capacity(), 8)).sum::<u64>()
+                    + map(self.stacks.len(), 4 + size_of::<Vec<u64>>()),
+                n(self.stacks.len()),
+            ),
+            (
+                "strings",
+                self.strings.values().map(|t| n(t.capacity())).sum::<u64>()
+                    + map(self.strings.len(), 4 + size_of::<String>()),
+                n(self.strings.len()),
+            ),
+            (
+                "context nodes",
+                vec_bytes(self.nodes.capacity(), size_of::<Node>())
+                    + map(self.children.len(), 16)
+                    + map(self.slot_index.len(), 16),
+                n(self.nodes.len()),
+            ),
+            ("context slots", vec_bytes(self.slots.capacity(), size_of::<Slot>()), n(self.slots.len())),
+            ("allocation sites", vec_bytes(self.sites.capacity(), size_of::<Site>()), n(self.sites.len())),
+            (
+                "labels",
+                vec_bytes(self.labels.capacity(), size_of::<Marker>())
+                    + vec_bytes(self.points_held.capacity(), size_of::<PointsHeld>()),
+                n(self.labels.len()),
+            ),
+            ("frame markers", vec_bytes(self.frames.capacity(), size_of::<FrameMark>()), n(self.frames.len())),
+            (
+                "resource descriptors",
+                map(self.resources.len(), 12 + size_of::<ResourceDesc>()),
+                n(self.resources.len()),
+            ),
+        ];
+        parts.sort_by_key(|&(_, bytes, _)| std::cmp::Reverse(bytes));
+        parts
+    }
+
     pub fn apply_record(&mut self, thread: u32, r: &Record, block: &Records) {
         // A realloc is one event in two records.
         let ti = self.counted(thread, r.kind != RecordKind::ReallocAlloc);
@@ -827,16 +907,14 @@ impl ReplayState {
         let next = self.nodes.len() as NodeId;
         let id = *self.children.entry((parent, ty, name)).or_insert(next);
         if id == next {
-            self.nodes.push(Node {
-                parent,
-                ty,
-                name,
-                entries: 0,
-                instances: 0,
-                slots: Vec::new(),
-                children: Vec::new(),
-            });
-            self.nodes[parent as usize].children.push(id);
+            self.nodes.push(Node::new(parent, ty, name));
+            let p = &mut self.nodes[parent as usize];
+            let last = std::mem::replace(&mut p.last_child, id);
+            if last == ROOT {
+                p.first_child = id;
+            } else {
+                self.nodes[last as usize].next_sibling = id;
+            }
         }
         id
     }
@@ -861,7 +939,6 @@ impl ReplayState {
         if id == next {
             let series = self.timeline.context_series(dom, self.top_level(node));
             self.slots.push(Slot { node, domain, thread, dom, points_seen: self.points, series, ..Default::default() });
-            self.nodes[node as usize].slots.push(id);
         }
         self.threads[ti].last_slot = Some((node, dom, id));
         id
@@ -1373,6 +1450,22 @@ mod tests {
     #[test]
     fn a_live_allocation_is_24_bytes() {
         assert_eq!(std::mem::size_of::<Live>(), 24);
+    }
+
+    /// A context node is 40 bytes (with the map entry that finds it, under the 100 bytes
+    /// per context of ARCHITECTURE.md), and its children list keeps creation order.
+    #[test]
+    fn a_context_node_is_40_bytes_and_lists_its_children_in_order() {
+        assert_eq!(std::mem::size_of::<Node>(), 40);
+        let mut s = ReplayState::new(ReplayOptions::default());
+        let a = s.child(ROOT, 1, 1);
+        let b = s.child(ROOT, 1, 2);
+        let a1 = s.child(a, 1, 3);
+        let c = s.child(ROOT, 2, 1);
+        assert_eq!(s.child(ROOT, 1, 2), b);
+        assert_eq!(s.children(ROOT).collect::<Vec<_>>(), [a, b, c]);
+        assert_eq!(s.children(a).collect::<Vec<_>>(), [a1]);
+        assert_eq!(s.children(b).count(), 0);
     }
 
     /// A double free is recognized across `FREED_REMEMBERED - 1` other frees, and the

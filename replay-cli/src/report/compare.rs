@@ -147,7 +147,7 @@ impl<'a> LogFigures<'a> {
 
     /// A context's metrics in one domain (the root: the whole domain).
     pub fn metrics(&self, d: &DomainMetrics, node: NodeId) -> Metrics {
-        Metrics::of(&d.figures.inclusive[node as usize], self.instances[node as usize])
+        Metrics::of(d.figures.inclusive(node), self.instances[node as usize])
     }
 
     /// A node's display path (`Level:Forest/Textures:Forest`, `(no context)` for the root).

@@ -135,12 +135,12 @@ pub fn build(l: &Loaded) -> Efficiency {
         let total = figs.total();
         overall = Usage::of(&total.live);
         peak = Usage::of(&total.peak);
-        for (node, a) in figs.exclusive.iter().enumerate() {
-            if (a.live.usage_capacity == 0 && a.peak.usage_capacity == 0) || !sel.depth_shown(state, node as u32) {
+        for (node, a, _) in figs.rows() {
+            if (a.live.usage_capacity == 0 && a.peak.usage_capacity == 0) || !sel.depth_shown(state, node) {
                 continue;
             }
             contexts.push(ContextEfficiency {
-                context: state.node_path(node as u32),
+                context: state.node_path(node),
                 live: Usage::of(&a.live),
                 peak: Usage::of(&a.peak),
             });

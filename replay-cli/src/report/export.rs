@@ -100,8 +100,8 @@ pub fn csv(l: &Loaded) -> Result<String, csv::Error> {
         // Depth-first from the root, children in creation order.
         let mut stack = vec![ROOT];
         while let Some(node) = stack.pop() {
-            let inc: &Agg = &d.inclusive[node as usize];
-            let exc: &Agg = &d.exclusive[node as usize];
+            let inc: &Agg = d.inclusive(node);
+            let exc: &Agg = d.exclusive(node);
             if node != ROOT && inc.is_empty() && inc.live.count == 0 {
                 continue;
             }
@@ -136,7 +136,9 @@ pub fn csv(l: &Loaded) -> Result<String, csv::Error> {
                 inc.live.usage_capacity.to_string(),
                 efficiency.unwrap_or_default(),
             ])?;
-            stack.extend(n.children.iter().rev());
+            let from = stack.len();
+            stack.extend(state.children(node));
+            stack[from..].reverse();
         }
     }
     let bytes = w.into_inner().map_err(|e| e.into_error())?;

@@ -812,7 +812,7 @@ fn cut_tree(
                          level: &mut [u32],
                          left_out: &mut [usize],
                          frontier: &mut BinaryHeap<(u64, std::cmp::Reverse<NodeId>)>| {
-        for &c in &state.nodes[node as usize].children {
+        for c in state.children(node) {
             level[c as usize] = level[node as usize] + 1;
             if shown[c as usize] {
                 left_out[node as usize] += 1;
@@ -829,7 +829,7 @@ fn cut_tree(
     while let Some((_, std::cmp::Reverse(c))) = frontier.pop() {
         let p = state.nodes[c as usize].parent as usize;
         // Keeping `c`: its parent may have no child left out any more; `c` may have some.
-        let shown_kids = state.nodes[c as usize].children.iter().filter(|&&k| shown[k as usize]).count();
+        let shown_kids = state.children(c).filter(|&k| shown[k as usize]).count();
         let after = order.len() + 1 + elided_parents - usize::from(left_out[p] == 1) + usize::from(shown_kids > 0);
         if after > max_nodes {
             break;

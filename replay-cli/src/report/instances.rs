@@ -107,7 +107,7 @@ pub fn domain_instances(
     let mut types: BTreeMap<String, (u64, u64, Agg)> = BTreeMap::new();
     let mut contexts = Vec::new();
     for (i, n) in state.nodes.iter().enumerate() {
-        let a = &d.inclusive[i];
+        let a = d.inclusive(i as NodeId);
         if n.instances == 0 || a.is_empty() {
             continue;
         }

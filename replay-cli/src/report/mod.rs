@@ -111,10 +111,25 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
         bar.finish_and_clear();
     }
     tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());
+    refuse_out_of_room(path, &replay)?;
     refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
     warn_if_damaged(path, &replay);
     Ok(Loaded { path: path.display().to_string(), replay, sel })
+}
+
+/// No report is made of a replay stopped at the memory ceiling: its figures would cover
+/// only part of the log. The error says what took the room.
+pub(crate) fn refuse_out_of_room(path: &std::path::Path, replay: &Replay) -> Result<(), CliError> {
+    let Some((in_use, limit)) = replay.state.out_of_room() else { return Ok(()) };
+    let what = crate::memory::OutOfRoom {
+        in_use,
+        limit,
+        events_done: replay.state.events,
+        events_total: replay.events_in_log,
+        parts: replay.state.memory_by_part(),
+    };
+    Err(CliError::OutOfRoom { path: path.to_owned(), what })
 }
 
 /// No report is made of a log that nests contexts deeper than the replay follows

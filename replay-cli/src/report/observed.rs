@@ -81,7 +81,8 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
     let Sink { at_labels, at_frames, .. } = sink;
     state.finish();
     tracing::debug!("replayed {} (observed) in {:.3} s", path.display(), start.elapsed().as_secs_f64());
-    let replay = Replay { header: log.header, report: log.report, state };
+    let replay = Replay { header: log.header, report: log.report, state, events_in_log: total };
+    super::refuse_out_of_room(path, &replay)?;
     super::refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
     super::warn_if_damaged(path, &replay);
@@ -187,5 +188,9 @@ impl EventSink for Sink<'_> {
     #[inline]
     fn upcoming(&mut self, r: &Record) {
         self.state.upcoming(r);
+    }
+
+    fn stopped(&mut self) -> bool {
+        self.state.stopped()
     }
 }

@@ -17,13 +17,13 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::state::NodeId;
+use crate::replay::state::{Held, ROOT};
 use crate::symbols::{Frame, SymbolStats};
 use crate::CliError;
 
 use super::callstacks::{lines_text, symbolizer};
 use super::diff::{keyed_by, site_key, DiffArgs, KeyedSite, MinDelta};
-use super::figures::{self, Agg};
+use super::figures::{Agg, DomainFigures};
 use super::observed::{self, Wanted};
 use super::select::{At, ReportArgs};
 use super::summarize::LabelRef;
@@ -154,28 +154,26 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
     let limit = args.row_limit();
     let mut domains = Vec::new();
     for &d in &l.sel.domains {
-        let mut exclusive = vec![Agg::default(); state.nodes.len()];
-        for (&slot, &(bytes, count)) in &by_slot {
-            let s = &state.slots[slot as usize];
-            if s.domain == d {
-                let a = &mut exclusive[s.node as usize];
-                a.live.bytes = a.live.bytes.wrapping_add(bytes);
-                a.live.count = a.live.count.wrapping_add(count);
-            }
-        }
-        let inclusive = figures::inclusive(state, &exclusive);
-        let total = inclusive[0].live;
+        let own = by_slot.iter().filter(|&(&slot, _)| state.slots[slot as usize].domain == d).map(
+            |(&slot, &(bytes, count))| {
+                let live = Held { bytes, count, ..Held::default() };
+                (state.slots[slot as usize].node, Agg { live, ..Agg::default() })
+            },
+        );
+        let figs = DomainFigures::from_exclusive(state, d, own);
+        let total = figs.total().live;
         if total.count == 0 {
             continue;
         }
-        let mut contexts: Vec<RangeContext> = (0..state.nodes.len())
-            .filter(|&n| inclusive[n].live.count > 0 && (n != 0 || exclusive[0].live.count > 0))
-            .map(|n| RangeContext {
-                context: state.node_path(n as NodeId),
-                bytes: if n == 0 { exclusive[0].live.bytes } else { inclusive[n].live.bytes },
-                count: if n == 0 { exclusive[0].live.count } else { inclusive[n].live.count },
-                own_bytes: exclusive[n].live.bytes,
-                own_count: exclusive[n].live.count,
+        let mut contexts: Vec<RangeContext> = figs
+            .rows()
+            .filter(|&(n, exc, inc)| inc.live.count > 0 && (n != ROOT || exc.live.count > 0))
+            .map(|(n, exc, inc)| RangeContext {
+                context: state.node_path(n),
+                bytes: if n == ROOT { exc.live.bytes } else { inc.live.bytes },
+                count: if n == ROOT { exc.live.count } else { inc.live.count },
+                own_bytes: exc.live.bytes,
+                own_count: exc.live.count,
             })
             .collect();
         contexts

@@ -163,8 +163,7 @@ pub fn context_mask(state: &ReplayState, path: &str) -> Result<Vec<bool>, CliErr
     if any {
         return Ok(mask);
     }
-    let tops: Vec<String> =
-        state.nodes[ROOT as usize].children.iter().take(12).map(|&c| format!("\"{}\"", state.node_path(c))).collect();
+    let tops: Vec<String> = state.children(ROOT).take(12).map(|c| format!("\"{}\"", state.node_path(c))).collect();
     Err(CliError::Usage(format!(
         "no context \"{want}\" in the log (a path of Type:name parts joined by /); top-level contexts: {}",
         if tops.is_empty() { "none".into() } else { tops.join(", ") }

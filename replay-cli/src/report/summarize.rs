@@ -502,11 +502,11 @@ pub fn build(l: &Loaded) -> Summary {
 
         let mut temporaries: Vec<TemporaryGroup> = Vec::new();
         for d in &figs {
-            for (node, a) in d.exclusive.iter().enumerate() {
-                if a.temp_count > 0 && sel.depth_shown(state, node as u32) {
+            for (node, a, _) in d.rows() {
+                if a.temp_count > 0 && sel.depth_shown(state, node) {
                     temporaries.push(TemporaryGroup {
                         domain: state.domain_name(d.domain),
-                        context: state.node_path(node as u32),
+                        context: state.node_path(node),
                         bytes: a.temp_bytes,
                         count: a.temp_count,
                         share: a.temp_count as f64 / a.total_count.max(1) as f64,
@@ -656,24 +656,22 @@ fn context_keys(bytes: u64, count: u64, name: &str) -> Keys<'_> {
 fn lists(l: &Loaded, d: &DomainFigures, limit: usize, figure: impl Fn(&figures::Agg) -> (u64, u64)) -> ContextLists {
     let state = l.state();
     let sel = &l.sel;
-    let list = |aggs: &[figures::Agg], with_root: bool| {
-        let mut rows: Vec<ContextAmount> = aggs
-            .iter()
-            .enumerate()
-            .filter(|&(node, a)| {
-                (with_root || node != ROOT as usize) && sel.depth_shown(state, node as u32) && figure(a).0 > 0
-            })
+    let list = |inclusive: bool| {
+        let mut rows: Vec<ContextAmount> = d
+            .rows()
+            .map(|(node, exc, inc)| (node, if inclusive { inc } else { exc }))
+            .filter(|&(node, a)| (!inclusive || node != ROOT) && sel.depth_shown(state, node) && figure(a).0 > 0)
             .filter(|&(_, a)| figure(a).0 >= sel.min_bytes)
             .map(|(node, a)| {
                 let (bytes, count) = figure(a);
-                ContextAmount { context: state.node_path(node as u32), bytes, count }
+                ContextAmount { context: state.node_path(node), bytes, count }
             })
             .collect();
         sort_rows(&mut rows, sel.sort, |r| context_keys(r.bytes, r.count, &r.context));
         rows.truncate(limit);
         rows
     };
-    ContextLists { inclusive: list(&d.inclusive, false), exclusive: list(&d.exclusive, true) }
+    ContextLists { inclusive: list(true), exclusive: list(false) }
 }
 
 impl Summary {

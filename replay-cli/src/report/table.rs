@@ -11,40 +11,65 @@ pub enum Align {
 }
 
 /// A text table: a header row and rows of cells, printed with every column as wide as
-/// its widest cell, two spaces apart.
+/// its widest cell, two spaces apart. The cells are kept in one string (a tree of a
+/// million contexts is a million rows): a row costs its text and a word per cell.
 #[derive(Debug, Clone)]
 pub struct Table {
     columns: Vec<(String, Align)>,
-    rows: Vec<Vec<String>>,
+    /// Every cell's text, one after the other.
+    text: String,
+    /// Where each cell ends in `text`.
+    cell_ends: Vec<usize>,
+    /// Where each row's cells start in `cell_ends`.
+    row_starts: Vec<usize>,
 }
 
 impl Table {
     /// A table with these columns (header text, alignment).
     pub fn new(columns: &[(&str, Align)]) -> Table {
-        Table { columns: columns.iter().map(|&(h, a)| (h.to_owned(), a)).collect(), rows: Vec::new() }
+        Table {
+            columns: columns.iter().map(|&(h, a)| (h.to_owned(), a)).collect(),
+            text: String::new(),
+            cell_ends: Vec::new(),
+            row_starts: Vec::new(),
+        }
     }
 
     /// Adds a row; missing cells print empty, extra cells are dropped.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.row_starts.push(self.cell_ends.len());
+        for cell in cells.iter().take(self.columns.len()) {
+            self.text.push_str(cell);
+            self.cell_ends.push(self.text.len());
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.row_starts.is_empty()
+    }
+
+    /// The cells of row `i`.
+    fn cells(&self, i: usize) -> impl Iterator<Item = &str> {
+        let from = self.row_starts[i];
+        let to = self.row_starts.get(i + 1).copied().unwrap_or(self.cell_ends.len());
+        (from..to).map(move |c| {
+            let start = if c == 0 { 0 } else { self.cell_ends[c - 1] };
+            &self.text[start..self.cell_ends[c]]
+        })
     }
 
     /// The table, each line starting with `indent` spaces and ending with a newline.
     pub fn render(&self, indent: usize) -> String {
         let n = self.columns.len();
         let mut widths: Vec<usize> = self.columns.iter().map(|(h, _)| width(h)).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
+        for row in 0..self.row_starts.len() {
+            for (w, cell) in widths.iter_mut().zip(self.cells(row)) {
                 *w = (*w).max(width(cell));
             }
         }
         let mut out = String::new();
         let header: Vec<&str> = self.columns.iter().map(|(h, _)| h.as_str()).collect();
-        let lines = std::iter::once(header).chain(self.rows.iter().map(|r| r.iter().map(String::as_str).collect()));
+        let lines = std::iter::once(header).chain((0..self.row_starts.len()).map(|r| self.cells(r).collect()));
         for cells in lines {
             let mut line = " ".repeat(indent);
             for (i, (_, align)) in self.columns.iter().enumerate() {

@@ -98,18 +98,18 @@ fn shown(l: &Loaded, a: &Agg) -> bool {
 fn node(l: &Loaded, d: &DomainFigures, id: NodeId, depth: u32) -> TreeNode {
     let state = l.state();
     let sel = &l.sel;
-    let inc = &d.inclusive[id as usize];
-    let exc = &d.exclusive[id as usize];
+    let inc = d.inclusive(id);
+    let exc = d.exclusive(id);
     let n = &state.nodes[id as usize];
     let (context_type, name) = if id == ROOT { (String::new(), String::new()) } else { state.node_label(id) };
 
-    let mut kids: Vec<NodeId> = n.children.iter().copied().filter(|&c| shown(l, &d.inclusive[c as usize])).collect();
+    let mut kids: Vec<NodeId> = state.children(id).filter(|&c| shown(l, d.inclusive(c))).collect();
     let all = kids.len() as u64;
     let deeper = sel.depth.is_none_or(|max| depth < max);
-    kids.retain(|&c| deeper && d.inclusive[c as usize].live.bytes >= sel.min_bytes);
+    kids.retain(|&c| deeper && d.inclusive(c).live.bytes >= sel.min_bytes);
     let mut named: Vec<(NodeId, String)> = kids.iter().map(|&c| (c, figures::short_name(state, c))).collect();
     sort_rows(&mut named, sel.sort, |(c, name)| {
-        let a = &d.inclusive[*c as usize];
+        let a = d.inclusive(*c);
         Keys {
             bytes: a.live.bytes,
             count: a.live.count,
