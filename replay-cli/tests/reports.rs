@@ -1129,3 +1129,69 @@ fn summarize_sets_process_memory_against_tracked_memory() {
     assert!(json(&["summarize", plain.to_str().unwrap()])["process_memory"].is_null());
     assert!(!run(&["summarize", plain.to_str().unwrap()]).contains("process memory"));
 }
+
+/// Every report's whole output on the committed CI baseline (a real demo log), text and
+/// JSON, against `tests/snapshots/`: a change to any output byte shows here.
+/// `UPDATE_SNAPSHOTS=1 cargo test -p replay-cli --test reports` rewrites the files after
+/// an intended change (review the diff). Whole callstacks are left unsymbolicated
+/// (`--no-symbols`): their system-library frames would read differently on a machine
+/// with another C library; the text reports name the demo's functions from the committed
+/// debug file, and their symbolication statistics and timings are left out.
+#[test]
+fn report_outputs_match_their_snapshots() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let log = "ci/memory-baseline.mrl";
+    let symbols = "ci/memory-baseline.debug";
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    let budget = temp("snapshot-budget.toml");
+    std::fs::write(&budget, "[[domain]]\nname = \"heap\"\nmax_peak = \"4MiB\"\n\n[leaks]\nmax_bytes = \"64KiB\"\n")
+        .unwrap();
+    let budget = budget.to_str().unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        ("info.txt", &["info", log]),
+        ("info.json", &["info", log, "--json"]),
+        ("summarize.txt", &["summarize", log, "--symbols", symbols]),
+        ("summarize.json", &["summarize", log, "--no-symbols", "--json"]),
+        ("tree.txt", &["tree", log]),
+        ("tree-at-label.json", &["tree", log, "--json", "--at", "level loaded"]),
+        ("leaks.txt", &["leaks", log, "--symbols", symbols]),
+        ("leaks.json", &["leaks", log, "--no-symbols", "--json"]),
+        ("efficiency.txt", &["efficiency", log, "--symbols", symbols]),
+        ("instances.txt", &["instances", log]),
+        ("instances.json", &["instances", log, "--json"]),
+        ("top.txt", &["top", log, "--symbols", symbols]),
+        ("top-stacks.txt", &["top", log, "--no-symbols", "--stacks", "--limit", "5"]),
+        ("flamegraph.folded", &["flamegraph", log, "--no-symbols", "--folded", "--contexts"]),
+        ("diff.txt", &["diff", log, log, "--symbols", symbols]),
+        ("diff-range.txt", &["diff", log, "--from", "main menu", "--to", "gameplay", "--symbols", symbols]),
+        ("check.txt", &["check", log, "--budget", budget, "--baseline", log]),
+        ("export.csv", &["export", log, "--format", "csv"]),
+    ];
+    let mut changed = Vec::new();
+    for (name, args) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(*args).current_dir(&root).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap().replace(budget, "BUDGET");
+        // What depends on the machine: how long symbolication took, and what it found in
+        // the system's libraries.
+        let text: String = text
+            .lines()
+            .map(|l| {
+                match (l.trim_start().starts_with("symbols").then(|| l.find(':')).flatten(), l.find("\"seconds\": ")) {
+                    (Some(colon), _) => format!("{}: (statistics left out)\n", &l[..colon]),
+                    (_, Some(i)) => format!("{}\"seconds\": 0{}\n", &l[..i], if l.ends_with(',') { "," } else { "" }),
+                    _ => format!("{l}\n"),
+                }
+            })
+            .collect();
+        assert!(out.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let path = dir.join(name);
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            changed.push(format!("{name} ({args:?})"));
+        }
+    }
+    assert!(changed.is_empty(), "outputs differ from tests/snapshots (UPDATE_SNAPSHOTS=1 to rewrite): {changed:?}");
+}
