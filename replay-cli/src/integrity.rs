@@ -132,6 +132,11 @@ pub struct LogIntegrity {
     pub damage: Vec<DamageEntry>,
 }
 
+/// Whether a replayed log is whole, and what was lost if not.
+pub fn of(replay: &memreplay_replay::Replay) -> LogIntegrity {
+    LogIntegrity::new(&replay.report, replay.state.lost_events, replay.last_clock_ns())
+}
+
 impl LogIntegrity {
     /// The facts of a log read into `report`, whose events hold `lost_records` events
     /// reported lost by `Lost` records (the end-of-log record's count wins if higher),

@@ -7,18 +7,17 @@
 //!   totals, threads, event counts, domains, contexts, labels, integrity), printable as
 //!   text ([`info::Info::to_text`]) or JSON ([`info::Info::to_json`]); the ways a file
 //!   can fail to be a log at all are one-line [`CliError`]s;
-//! - [`replay::replay`] replays a log into a [`replay::ReplayState`] (the engine);
+//! - the engine, `memreplay-replay` ([`memreplay_replay::replay`]), replays a log into a
+//!   [`memreplay_replay::ReplayState`];
 //! - [`report`] builds the reports on it (`summarize`, `tree`, `leaks`, `efficiency`,
 //!   `instances`, `diff`), each printable as text or JSON (schema: `JSON.md`), and the HTML
 //!   page ([`report::html`], `replay-cli report`);
 //! - [`check`] holds a log to a memory budget (`BUDGET.md`) for CI;
-//! - [`memory`] is the memory ceiling a replay stops at, saying what grew.
+//! - [`integrity`] says whether a log is whole, and what was lost if not.
 
 pub mod check;
 pub mod info;
 pub mod integrity;
-pub mod memory;
-pub mod replay;
 pub mod report;
 pub mod symbols;
 pub mod time;
@@ -46,7 +45,7 @@ pub enum CliError {
     /// The log nests contexts deeper than the replay follows.
     TooDeep { path: PathBuf, depth: u64 },
     /// Replaying the log took more memory than the ceiling allows.
-    OutOfRoom { path: PathBuf, what: memory::OutOfRoom },
+    OutOfRoom { path: PathBuf, what: memreplay_replay::OutOfRoom },
 }
 
 impl std::fmt::Display for CliError {
@@ -63,7 +62,7 @@ impl std::fmt::Display for CliError {
                 f,
                 "{}: contexts nested {depth} levels deep; replay-cli follows at most {} levels",
                 path.display(),
-                crate::replay::state::MAX_CONTEXT_DEPTH
+                memreplay_replay::MAX_CONTEXT_DEPTH
             ),
             CliError::OutOfRoom { path, what } => {
                 use crate::report::table::size;

@@ -154,7 +154,7 @@ fn init_tracing(verbose: u8) {
     if verbose == 0 {
         return;
     }
-    let filter = if verbose == 1 { "replay_cli=debug,memreplay_format=debug" } else { "trace" };
+    let filter = if verbose == 1 { "replay_cli=debug,memreplay_replay=debug,memreplay_format=debug" } else { "trace" };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
@@ -181,10 +181,10 @@ fn set_memory_ceiling(flag: Option<u64>) -> Result<(), replay_cli::CliError> {
             return Err(replay_cli::CliError::Usage("MEMREPLAY_MAX_MEMORY is not valid UTF-8".into()))
         }
     };
-    if let Some(limit) = flag.or(from_env).or_else(replay_cli::memory::default_ceiling) {
-        replay_cli::memory::set_ceiling(replay_cli::memory::Ceiling { limit, in_use: heap::in_use });
+    if let Some(limit) = flag.or(from_env).or_else(memreplay_replay::default_ceiling) {
+        memreplay_replay::set_ceiling(memreplay_replay::Ceiling { limit, in_use: heap::in_use });
     }
-    heap::set_hard_limit(replay_cli::memory::process_limit());
+    heap::set_hard_limit(memreplay_replay::process_limit());
     Ok(())
 }
 

@@ -118,7 +118,7 @@ fn expected(event: &Event, part: Part) -> Item {
 
 struct Collect(Vec<(u32, Item)>);
 
-impl replay_cli::replay::source::EventSink for Collect {
+impl memreplay_replay::EventSink for Collect {
     fn record(&mut self, thread: u32, r: &Record, block: &Records) {
         let item = match r.kind {
             RecordKind::Event => Item::Event(block.event(r).clone()),
@@ -139,7 +139,7 @@ proptest! {
         let log = Log::read(&bytes[..]).unwrap();
         let expected: Vec<(u32, Item)> =
             merge_by_seq(&log.blocks).into_iter().map(|te| (te.thread, expected(te.event, te.part))).collect();
-        let mut indexed = replay_cli::replay::IndexedLog::open(&path).unwrap();
+        let mut indexed = memreplay_replay::IndexedLog::open(&path).unwrap();
         let mut got = Collect(Vec::new());
         indexed.replay(&mut got, |_| {});
         std::fs::remove_file(&path).ok();

@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memreplay_format::*;
+use memreplay_replay::{replay, ReplayOptions};
+use memreplay_replay::{Anomalies, Figures, Held, Peak, ReplayState, ROOT};
 use proptest::prelude::*;
-use replay_cli::replay::state::{Anomalies, Figures, Held, Peak, ReplayState, ROOT};
-use replay_cli::replay::{replay, ReplayOptions};
 
 /// The pool domain (a sub-allocator whose blocks live in the heap).
 const POOL: DomainId = 1;

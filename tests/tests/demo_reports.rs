@@ -109,7 +109,7 @@ fn default_run_reports_the_demos_figures() {
     let state = end.state();
     let tl = state.timeline();
     let vram_id = vram.domain.id;
-    let highest = |s: &replay_cli::replay::timeline::Series| s.buckets().map(|b| b.high).max().unwrap();
+    let highest = |s: &memreplay_replay::Series| s.buckets().map(|b| b.high).max().unwrap();
     assert_eq!(highest(tl.domain(vram_id).unwrap()), exp.vram_local_bytes);
     assert_eq!(tl.domain(vram_id).unwrap().now(), 0);
     let level = tl

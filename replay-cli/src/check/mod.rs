@@ -23,13 +23,13 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::integrity::{DamageKind, LogIntegrity};
-use crate::replay::state::{NodeId, ROOT};
 use crate::report::compare::{path_text, LevelPath, LogFigures, Metrics};
 use crate::report::diff::{signed_count, signed_size};
 use crate::report::select::{At, Selection};
 use crate::report::table::{size, Align, Table};
 use crate::report::{self, Loaded, Progress, ReportArgs, SCHEMA_VERSION};
 use crate::CliError;
+use memreplay_replay::{NodeId, ROOT};
 
 use budget::{Budget, Limit, Located, Metric, Rule, Scope};
 

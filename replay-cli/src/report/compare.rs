@@ -4,8 +4,8 @@
 //! metrics both commands speak of — peak, live, allocated in all, instances, bytes per
 //! instance, container efficiency.
 
-use crate::replay::state::{NodeId, ROOT};
-use crate::replay::ReplayState;
+use memreplay_replay::ReplayState;
+use memreplay_replay::{NodeId, ROOT};
 
 use super::figures::{self, Agg, DomainFigures};
 use super::select::Selection;

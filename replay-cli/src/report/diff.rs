@@ -26,9 +26,9 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::integrity::{LogIntegrity, EXIT_DAMAGED};
-use crate::replay::state::ROOT;
 use crate::symbols::{Frame, Resolution, SiteName, SymbolStats, Symbolizer};
 use crate::CliError;
+use memreplay_replay::ROOT;
 
 use super::callstacks::{lines_text, symbolizer, SymbolArgs};
 

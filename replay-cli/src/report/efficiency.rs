@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use memreplay_format::HEAP_DOMAIN;
 
-use crate::replay::state::Held;
-use crate::replay::ReplayState;
 use crate::symbols::{SiteName, SymbolStats, Symbolizer};
+use memreplay_replay::Held;
+use memreplay_replay::ReplayState;
 
 use super::figures;
 use super::leaks::{frames, site_text};

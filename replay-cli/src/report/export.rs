@@ -11,7 +11,7 @@
 use serde::Serialize;
 use serde_json::json;
 
-use crate::replay::state::ROOT;
+use memreplay_replay::ROOT;
 
 use super::figures::{self, Agg};
 use super::select::SelectionInfo;

@@ -2,8 +2,8 @@
 //! and inclusive (with its descendants'), at the selected point, at the domain's peak,
 //! and over the whole recording. Every report builds on these.
 
-use crate::replay::state::{Held, NodeId, ROOT};
-use crate::replay::ReplayState;
+use memreplay_replay::ReplayState;
+use memreplay_replay::{Held, NodeId, ROOT};
 
 use super::select::Selection;
 

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::replay::state::{NodeId, ROOT};
-use crate::replay::ReplayState;
 use crate::symbols::SymbolStats;
 use crate::CliError;
+use memreplay_replay::ReplayState;
+use memreplay_replay::{NodeId, ROOT};
 
 use super::callstacks::{symbolizer, SymbolArgs};
 use super::select::{parse_at, At, ReportArgs};

@@ -30,11 +30,11 @@ use serde_json::Value;
 
 use memreplay_format::DomainKind;
 
-use crate::replay::state::{FxMap, Held, NodeId, ROOT};
-use crate::replay::timeline::Bucket;
-use crate::replay::ReplayState;
 use crate::symbols::{SymbolStats, Symbolizer};
 use crate::CliError;
+use memreplay_replay::Bucket;
+use memreplay_replay::ReplayState;
+use memreplay_replay::{FxMap, Held, NodeId, ROOT};
 
 use super::leaks::{self, Leaks};
 use super::select::{held_now, Point};

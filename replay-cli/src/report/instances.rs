@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::state::{NodeId, ROOT};
-use crate::replay::ReplayState;
+use memreplay_replay::ReplayState;
+use memreplay_replay::{NodeId, ROOT};
 
 use super::figures::{self, Agg, DomainFigures};
 use super::select::SelectionInfo;

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::state::NodeId;
-use crate::replay::ReplayState;
 use crate::symbols::{SiteName, SymbolStats, Symbolizer};
+use memreplay_replay::NodeId;
+use memreplay_replay::ReplayState;
 
 use super::select::SelectionInfo;
 use super::table::{plural, size, Align, Table};

@@ -38,9 +38,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::integrity::LogIntegrity;
-use crate::replay::{Replay, ReplayState};
 use crate::symbols::Symbolizer;
 use crate::CliError;
+use memreplay_replay::{Replay, ReplayState};
 
 pub use select::{At, ReportArgs, Selection, SharedOption, SortKey, Takes};
 
@@ -78,7 +78,7 @@ impl Loaded {
 
     /// Whether the log is whole, and what was lost if not.
     pub fn integrity(&self) -> LogIntegrity {
-        self.replay.integrity()
+        crate::integrity::of(&self.replay)
     }
 }
 
@@ -96,7 +96,7 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
     let path = &args.log;
     let bar = progress_bar(progress);
     let start = Instant::now();
-    let replay = crate::replay::replay(path, args.replay_options(), |done, total| {
+    let replay = memreplay_replay::replay(path, args.replay_options(), |done, total| {
         if let Some(bar) = &bar {
             bar.set_length(total);
             bar.set_position(done);
@@ -122,7 +122,7 @@ pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
 /// only part of the log. The error says what took the room.
 pub(crate) fn refuse_out_of_room(path: &std::path::Path, replay: &Replay) -> Result<(), CliError> {
     let Some((in_use, limit)) = replay.state.out_of_room() else { return Ok(()) };
-    let what = crate::memory::OutOfRoom {
+    let what = memreplay_replay::OutOfRoom {
         in_use,
         limit,
         events_done: replay.state.events,
@@ -133,7 +133,7 @@ pub(crate) fn refuse_out_of_room(path: &std::path::Path, replay: &Replay) -> Res
 }
 
 /// No report is made of a log that nests contexts deeper than the replay follows
-/// ([`crate::replay::state::MAX_CONTEXT_DEPTH`]): its figures would be wrong.
+/// ([`memreplay_replay::MAX_CONTEXT_DEPTH`]): its figures would be wrong.
 pub(crate) fn refuse_too_deep(path: &std::path::Path, replay: &Replay) -> Result<(), CliError> {
     match replay.state.too_deep() {
         Some(depth) => Err(CliError::TooDeep { path: path.to_owned(), depth }),
@@ -145,7 +145,7 @@ pub(crate) fn refuse_too_deep(path: &std::path::Path, replay: &Replay) -> Result
 /// what was lost, so no report passes it over in silence (`summarize` and `info` also
 /// give the details in the report itself).
 pub(crate) fn warn_if_damaged(path: &std::path::Path, replay: &Replay) {
-    let i = replay.integrity();
+    let i = crate::integrity::of(replay);
     if i.clean {
         return;
     }

@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use memreplay_format::{Event, Record, RecordKind, Records};
 
-use crate::replay::source::{EventSink, IndexedLog};
-use crate::replay::state::FxMap;
-use crate::replay::{Replay, ReplayState};
 use crate::CliError;
+use memreplay_replay::FxMap;
+use memreplay_replay::{EventSink, IndexedLog};
+use memreplay_replay::{Replay, ReplayState};
 
 use super::select::{At, ReportArgs, Selection};
 use super::{progress_bar, Loaded, Progress};

@@ -17,9 +17,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::state::{Held, ROOT};
 use crate::symbols::{Frame, SymbolStats};
 use crate::CliError;
+use memreplay_replay::{Held, ROOT};
 
 use super::callstacks::{lines_text, symbolizer};
 use super::diff::{keyed_by, site_key, DiffArgs, KeyedSite, MinDelta};

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::replay::state::{FxMap, Held, Marker, NodeId};
-use crate::replay::{ReplayOptions, ReplayState};
 use crate::CliError;
+use memreplay_replay::{FxMap, Held, Marker, NodeId};
+use memreplay_replay::{ReplayOptions, ReplayState};
 
 /// `--sort`: the order of lists and of the tree's children (largest first, names A–Z).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Serialize)]
@@ -380,14 +380,7 @@ pub fn held_now(state: &ReplayState, slot: u32) -> Held {
     Held { bytes: f.live_bytes, count: f.live_count, used_bytes: f.used_bytes, usage_capacity: f.usage_capacity }
 }
 
-/// Converts a clock reading in ticks to nanoseconds.
-pub fn ticks_to_ns(ticks: u64, ticks_per_second: u64) -> u64 {
-    if ticks_per_second == 0 || ticks_per_second == 1_000_000_000 {
-        ticks
-    } else {
-        (u128::from(ticks) * 1_000_000_000 / u128::from(ticks_per_second)).min(u128::from(u64::MAX)) as u64
-    }
-}
+pub use memreplay_replay::ticks_to_ns;
 
 /// The selection, as the JSON reports carry it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -2,12 +2,12 @@
 //! nanoseconds, named, with the labels, frames, peaks and process memory beside them.
 //! The `timeline` chart, the Chrome trace and the JSON export all read this.
 //!
-//! [`Timeline`]: crate::replay::timeline::Timeline
+//! [`Timeline`]: memreplay_replay::Timeline
 
 use serde::Serialize;
 
-use crate::replay::state::ROOT;
-use crate::replay::timeline::Series;
+use memreplay_replay::Series;
+use memreplay_replay::ROOT;
 
 use super::{domain_ref, figures, Loaded};
 

@@ -16,10 +16,10 @@ use clap::ValueEnum;
 use memreplay_format::{Record, RecordKind, Records};
 use serde::Serialize;
 
-use crate::replay::source::EventSink;
-use crate::replay::state::{NodeId, ROOT};
-use crate::replay::{IndexedLog, ReplayState};
 use crate::CliError;
+use memreplay_replay::EventSink;
+use memreplay_replay::{IndexedLog, ReplayState};
+use memreplay_replay::{NodeId, ROOT};
 
 use super::select::Point;
 use super::{Amount, Loaded};
@@ -343,7 +343,7 @@ pub fn live_at(
     let start = std::time::Instant::now();
     let mut log = IndexedLog::open(path).map_err(|error| CliError::Open { path: path.to_owned(), error })?;
     let mut sink =
-        Sink { state: ReplayState::new(crate::replay::ReplayOptions::default()), points, next: 0, f: &mut f };
+        Sink { state: ReplayState::new(memreplay_replay::ReplayOptions::default()), points, next: 0, f: &mut f };
     log.replay(&mut sink, |_| {});
     // Points past the last event (cannot happen for points found by the first replay).
     let Sink { state, next, .. } = sink;

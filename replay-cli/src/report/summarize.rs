@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use memreplay_format::{header_flags, DomainKind};
 
-use crate::replay::state::{Anomalies, ReplayState, ROOT};
 use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 use crate::time::{format_ms, format_utc};
+use memreplay_replay::{Anomalies, ReplayState, ROOT};
 
 use super::efficiency::{self, Container, ContextEfficiency, Usage};
 use super::figures::{self, DomainFigures};
@@ -551,7 +551,7 @@ fn process_memory(l: &Loaded) -> Option<ProcessMemorySummary> {
     let state = l.state();
     let pm = state.process_memory();
     let last = pm.last?;
-    let tracked: Vec<&crate::replay::state::DomainTotals> = state
+    let tracked: Vec<&memreplay_replay::DomainTotals> = state
         .domains()
         .filter(|d| state.is_top_level_domain(d.id))
         .filter(|d| {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::state::{NodeId, ROOT};
+use memreplay_replay::{NodeId, ROOT};
 
 use super::figures::{self, Agg, DomainFigures};
 use super::select::SelectionInfo;

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
-use crate::replay::ReplayState;
+use memreplay_replay::ReplayState;
 
 pub use binary::{Binary, LoadError};
 pub use modules::{Module, ModuleMap};

@@ -7,7 +7,7 @@ use std::path::Path;
 use memreplay_format::block::METADATA_THREAD;
 use memreplay_format::{Event, FormatError, LogReader};
 
-use crate::replay::ReplayState;
+use memreplay_replay::ReplayState;
 
 /// A loaded image as the recorder saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]

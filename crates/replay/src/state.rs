@@ -31,6 +31,7 @@ use super::timeline::{ProcessMemory, ProcessSample, Timeline};
 
 /// Index of a context node; [`ROOT`] is the tree's root (no context).
 pub type NodeId = u32;
+/// The root of every context tree: allocations outside any context.
 pub const ROOT: NodeId = 0;
 
 /// FxHash for addresses and ids: the replay loop's maps are its hottest code.
@@ -58,6 +59,7 @@ impl Hasher for FxHasher {
     }
 }
 
+/// A `HashMap` with [`FxHasher`]: the replay's keys are small integers.
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Figures of a slot (or of any sum of slots).
@@ -70,20 +72,25 @@ pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub struct Figures {
     /// Bytes and allocations live now.
     pub live_bytes: u64,
+    /// Allocations live now.
     pub live_count: u64,
     /// Everything ever allocated.
     pub total_bytes: u64,
+    /// Allocations ever made.
     pub total_count: u64,
     /// Allocations freed before their thread allocated anything else (heaptrack's
     /// definition of a temporary).
     pub temp_bytes: u64,
+    /// Temporaries (see `temp_bytes`).
     pub temp_count: u64,
     /// Of the live allocations that reported their usage: bytes used, and their capacity.
     pub used_bytes: u64,
+    /// Capacity of the live allocations that reported their usage.
     pub usage_capacity: u64,
 }
 
 impl Figures {
+    /// Adds `o`'s figures to these (modulo 2^64).
     pub fn add(&mut self, o: &Figures) {
         self.live_bytes = self.live_bytes.wrapping_add(o.live_bytes);
         self.live_count = self.live_count.wrapping_add(o.live_count);
@@ -99,9 +106,13 @@ impl Figures {
 /// What a slot held at one point in time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {
+    /// Bytes held.
     pub bytes: u64,
+    /// Allocations held.
     pub count: u64,
+    /// Bytes used of the held allocations that reported their usage.
     pub used_bytes: u64,
+    /// Capacity of the held allocations that reported their usage.
     pub usage_capacity: u64,
 }
 
@@ -110,6 +121,7 @@ impl Held {
         Held { bytes: f.live_bytes, count: f.live_count, used_bytes: f.used_bytes, usage_capacity: f.usage_capacity }
     }
 
+    /// Adds `o`'s figures to these (modulo 2^64).
     pub fn add(&mut self, o: &Held) {
         self.bytes = self.bytes.wrapping_add(o.bytes);
         self.count = self.count.wrapping_add(o.count);
@@ -154,6 +166,7 @@ impl AtPeak {
 #[derive(Debug, Clone, Default)]
 #[repr(C, align(64))]
 pub struct Slot {
+    /// Its figures now (at the end, once the replay is finished).
     pub now: Figures,
     at_peak: AtPeak,
     /// Snapshot points (labels, the frame asked for) placed when it last changed: it has
@@ -161,8 +174,11 @@ pub struct Slot {
     points_seen: u32,
     /// Its top-level context's series in the timeline.
     series: u32,
+    /// Its context node.
     pub node: NodeId,
+    /// Its domain's id in the log.
     pub domain: u32,
+    /// The stream id of its thread.
     pub thread: u32,
     /// Index of its domain in `ReplayState::domains`.
     dom: u32,
@@ -171,12 +187,15 @@ pub struct Slot {
 /// A context node.
 #[derive(Debug, Clone)]
 pub struct Node {
+    /// Its parent node (the root's is itself).
     pub parent: NodeId,
     /// Context type id and name string id (0 for the root).
     pub ty: u32,
+    /// See `ty`.
     pub name: u32,
     /// Entries of this context; `instances`: entries flagged as instances.
     pub entries: u64,
+    /// See `entries`.
     pub instances: u64,
     /// Its children, a list in creation order: the first and last, and each child's next
     /// sibling (`ROOT`: none; the root is nobody's child). Links rather than a list per
@@ -206,10 +225,15 @@ struct Live {
 pub struct DomainTotals {
     /// The domain's id in the log.
     pub id: u32,
+    /// Bytes live now.
     pub live_bytes: u64,
+    /// Allocations live now.
     pub live_count: u64,
+    /// Bytes ever allocated.
     pub total_bytes: u64,
+    /// Allocations ever made.
     pub total_count: u64,
+    /// Its peak of live bytes.
     pub peak: Peak,
     /// Number of times the peak rose (the epoch of the lazy peak snapshots).
     epoch: u64,
@@ -218,12 +242,17 @@ pub struct DomainTotals {
 /// Where a domain's memory peaked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Peak {
+    /// Live bytes at the peak.
     pub bytes: u64,
+    /// Live allocations at the peak.
     pub count: u64,
+    /// Sequence number of the event that reached it.
     pub seq: u64,
+    /// Clock ticks then (the latest reading of any thread).
     pub time_ns: u64,
     /// The frame in progress, and the last label before the peak.
     pub frame: Option<u64>,
+    /// See `frame`.
     pub after_label: Option<u32>,
 }
 
@@ -232,6 +261,7 @@ pub struct Peak {
 pub struct ThreadState {
     /// The stream id of the thread in the log.
     pub id: u32,
+    /// The OS thread id, from its `ThreadInfo` record (0 if none).
     pub os_tid: u64,
     /// String id of its name (0 = unnamed).
     pub name: u32,
@@ -254,9 +284,13 @@ pub struct ThreadState {
 /// A named point in time; [`ReplayState::held_at`] tells what every slot held there.
 #[derive(Debug, Clone)]
 pub struct Marker {
+    /// String id of the label's name.
     pub name: u32,
+    /// Sequence number of the label.
     pub seq: u64,
+    /// Clock ticks at the label (its thread's last reading).
     pub time_ns: u64,
+    /// The frame in progress.
     pub frame: Option<u64>,
     /// Its number among the snapshot points.
     point: u32,
@@ -274,8 +308,11 @@ struct PointsHeld {
 /// A frame start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameMark {
+    /// The frame number.
     pub frame: u64,
+    /// Sequence number of the frame start.
     pub seq: u64,
+    /// Clock ticks at the frame start (its thread's last reading).
     pub time_ns: u64,
 }
 
@@ -304,9 +341,13 @@ pub struct Anomalies {
 /// A domain as defined in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DomainInfo {
+    /// String id of its name.
     pub name: u32,
+    /// What memory it is (heap, pool, GPU, ...).
     pub kind: DomainKind,
+    /// Its size in bytes, 0 if unbounded or unknown.
     pub capacity: u64,
+    /// The domain it sub-allocates from (a pool inside the heap), if any.
     pub parent: Option<u32>,
 }
 
@@ -317,13 +358,16 @@ pub struct DomainInfo {
 #[derive(Debug, Clone, Default)]
 #[repr(C, align(64))]
 pub struct Site {
+    /// Its figures now (at the end, once the replay is finished).
     pub now: Figures,
     at_peak: AtPeak,
     /// (frees, bytes) of this site's blocks freed without a callstack, and by free
     /// callstack id for the others: kept apart so that a log without free callstacks
     /// never touches the map (see [`Site::frees_by_stack`]).
     freed_without_stack: (u64, u64),
+    /// Its allocation callstack id (0: none).
     pub stack: u32,
+    /// Its domain's id in the log.
     pub domain: u32,
     /// Index of its domain in `ReplayState::domains`.
     dom: u32,
@@ -354,29 +398,40 @@ pub const MAX_CONTEXT_DEPTH: usize = 1_000;
 /// Everything the replay rebuilt. Reports read this, never the log.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayState {
+    /// The context nodes of every thread's tree, parents before children ([`ROOT`] first).
     pub nodes: Vec<Node>,
+    /// Figures per (context, domain, thread).
     pub slots: Vec<Slot>,
     /// Threads, in order of first appearance (see [`ReplayState::threads`]).
     threads: Vec<ThreadState>,
     /// Domains that saw an allocation or free, in order of first appearance (see
     /// [`ReplayState::domains`]); `live` is indexed alike.
     domains: Vec<DomainTotals>,
+    /// Domains as the log defined them, by id.
     pub domain_info: FxMap<u32, DomainInfo>,
+    /// The log's strings, by id.
     pub strings: FxMap<u32, String>,
+    /// The log's callstacks (return addresses, innermost first), by id.
     pub stacks: FxMap<u32, Vec<u64>>,
+    /// Context types: the string id of each type's name, by type id.
     pub context_types: FxMap<u32, u32>,
     /// Allocation sites, one per (stack, domain) that allocated.
     pub sites: Vec<Site>,
+    /// Labels, in order.
     pub labels: Vec<Marker>,
+    /// Frame starts, in order.
     pub frames: Vec<FrameMark>,
     /// The snapshot asked for with [`ReplayOptions::snapshot_frame`].
     pub frame_snapshot: Option<Marker>,
+    /// What did not add up.
     pub anomalies: Anomalies,
     /// Resource descriptors of live domain allocations.
     pub resources: FxMap<(u32, u64), ResourceDesc>,
     /// Events applied, and lost by the recorder (from `Lost` records).
     pub events: u64,
+    /// See `events`.
     pub lost_events: u64,
+    /// The latest clock reading of any thread, in ticks.
     pub end_time_ns: u64,
     /// The deepest context nesting seen past [`MAX_CONTEXT_DEPTH`], 0 if none.
     deepest_refused: u64,
@@ -668,6 +723,7 @@ impl ReplayState {
         })
     }
 
+    /// An empty state: the root context only.
     pub fn new(options: ReplayOptions) -> Self {
         let mut s = ReplayState { options, ..Default::default() };
         s.nodes.push(Node::new(ROOT, 0, 0));
@@ -693,10 +749,10 @@ impl ReplayState {
     /// Applies one record of `thread` (its `Event` records refer into `block`), in global order.
     #[inline(always)]
     /// Whether the replay must stop: the heap is past the memory ceiling
-    /// ([`crate::memory`]). Once it says so, it keeps saying so.
+    /// (the memory ceiling ([`crate::over_ceiling`])). Once it says so, it keeps saying so.
     pub fn stopped(&mut self) -> bool {
         if self.out_of_room.is_none() {
-            self.out_of_room = crate::memory::over_ceiling();
+            self.out_of_room = crate::over_ceiling();
         }
         self.out_of_room.is_some()
     }
@@ -760,6 +816,7 @@ impl ReplayState {
         parts
     }
 
+    /// Applies one record of stream `thread`, in global order (`block` holds the events its `Event` records refer to).
     pub fn apply_record(&mut self, thread: u32, r: &Record, block: &Records) {
         // A realloc is one event in two records.
         let ti = self.counted(thread, r.kind != RecordKind::ReallocAlloc);

@@ -89,6 +89,7 @@ const LOOKAHEAD: usize = 2;
 
 /// A log whose blocks have been framed and indexed per thread, ready to replay.
 pub struct IndexedLog {
+    /// The log's file header.
     pub header: FileHeader,
     /// What pass one found; pass two adds blocks that fail to decode.
     pub report: ReadReport,

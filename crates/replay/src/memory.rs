@@ -5,7 +5,7 @@
 //! counting global allocator) and sets the ceiling once with [`set_ceiling`]. The replay
 //! asks [`over_ceiling`] between runs of records and stops where it stands; the report
 //! then fails with the parts of the replay state that took the room
-//! ([`crate::replay::ReplayState::memory_by_part`]). Without a ceiling set, nothing is
+//! ([`crate::ReplayState::memory_by_part`]). Without a ceiling set, nothing is
 //! checked.
 
 use std::sync::OnceLock;
@@ -44,9 +44,11 @@ pub fn over_ceiling() -> Option<(u64, u64)> {
 pub struct OutOfRoom {
     /// Heap in use and the ceiling when the replay stopped.
     pub in_use: u64,
+    /// The ceiling when the replay stopped.
     pub limit: u64,
     /// Events replayed by then, and in the log.
     pub events_done: u64,
+    /// Events in the log (from its blocks' frames).
     pub events_total: u64,
     /// The replay state's largest parts: (what, bytes, how many), largest first.
     pub parts: Vec<(&'static str, u64, u64)>,

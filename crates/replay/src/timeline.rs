@@ -30,8 +30,11 @@ pub const CONTEXT_SERIES_PER_DOMAIN: usize = 48;
 /// One bucket of a series: the lowest and highest value in it, and the value at its end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Bucket {
+    /// The lowest value in the bucket.
     pub low: u64,
+    /// The highest value in the bucket.
     pub high: u64,
+    /// The value at the bucket's end.
     pub last: u64,
 }
 
@@ -228,6 +231,7 @@ impl Timeline {
 pub struct ProcessSample {
     /// Clock ticks since the start of the log.
     pub time: u64,
+    /// Resident bytes.
     pub resident: u64,
     /// 0 when the recorder could not tell.
     pub committed: u64,
@@ -243,6 +247,7 @@ pub struct ProcessMemory {
     pub recorded: u64,
     /// The highest figures of all samples, with their times.
     pub peak_resident: ProcessSample,
+    /// See `peak_resident`.
     pub peak_committed: ProcessSample,
     /// The latest sample.
     pub last: Option<ProcessSample>,
@@ -280,6 +285,7 @@ impl ProcessMemory {
         &self.samples
     }
 
+    /// Whether the log held no samples.
     pub fn is_empty(&self) -> bool {
         self.recorded == 0
     }
