@@ -19,7 +19,6 @@ pub mod check;
 pub mod info;
 pub mod integrity;
 pub mod report;
-pub mod symbols;
 pub mod time;
 pub mod xml;
 

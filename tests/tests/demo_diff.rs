@@ -13,12 +13,12 @@ use memreplay_demo::{
     expected, Expected, CONSOLE_CAPACITY, ENTITY_BYTES, ENTITY_POOL, EXTRA_LEAK_BYTES, EXTRA_LEAK_FUNCTION, LABELS,
     LEAK_BYTES, LEVEL, LEVEL_ENTITIES, VRAM_LOCAL, VRAM_SYSTEM,
 };
+use memreplay_symbols::{ModuleMap, Reason, Resolution, SymbolOptions, Symbolizer};
 use memreplay_tests::{run_demo, temp_log};
 use replay_cli::check::{self, CheckArgs};
 use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, FigureChanges, SiteDiff, Status};
 use replay_cli::report::table::size;
 use replay_cli::report::{self as report, range, At, Progress, ReportArgs};
-use replay_cli::symbols::{ModuleMap, Reason, Resolution, SymbolOptions, Symbolizer};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
 const LOAD_TEXTURE: &str = "memreplay_demo::game::load_texture";
@@ -587,14 +587,14 @@ fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
         (repository().join("ci/memory-baseline.mrl"), repository().join("ci/memory-baseline.debug"));
     let l = report::load(&ReportArgs::new(&baseline), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
     let state = l.state();
-    let mut modules = ModuleMap::read(&baseline, state).unwrap().modules().to_vec();
+    let mut modules = ModuleMap::read(&baseline, |id| state.string(id)).unwrap().modules().to_vec();
     let demo = modules.iter().position(|m| m.name() == "memreplay-demo").expect("the demo's module");
     modules[demo].path = repository().join("ci/nowhere/memreplay-demo").display().to_string();
     let opts = SymbolOptions { search_dirs: vec![debug.clone()], system_debug_dir: false, disabled: false };
     let mut syms = Symbolizer::new(ModuleMap::new(modules), opts);
     let mut named = 0;
     for site in &state.sites {
-        let name = syms.site(state, site.stack);
+        let name = syms.site(&state.stacks, site.stack);
         let Some(f) = name.frames.get(name.site_frame as usize) else { continue };
         // The recording machine's system libraries may be other builds than this one's:
         // only the demo's own frames are the debug file's to name.

@@ -11,6 +11,7 @@ use std::process::Command;
 use memreplay_demo::{
     expected, Expected, LEAK_BYTES, LEAK_FUNCTION, LEVEL, STREAMING_THREAD, TEXTURE_NAMES, VRAM_LOCAL,
 };
+use memreplay_symbols::{self, Reason, Resolution, SymbolOptions, Symbolizer};
 use memreplay_tests::{run_demo, temp_log};
 use replay_cli::report::callstacks::SymbolArgs;
 use replay_cli::report::export::ExportFormat;
@@ -19,7 +20,6 @@ use replay_cli::report::pprof::{self, SAMPLE_TYPES};
 use replay_cli::report::sites::Metric;
 use replay_cli::report::top::{self, TopArgs, TopRow};
 use replay_cli::report::{self, efficiency, frees, leaks, summarize, tree, At, Loaded, Progress, ReportArgs};
-use replay_cli::symbols::{self, Reason, Resolution, SymbolOptions, Symbolizer};
 use replay_cli::CliError;
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
@@ -84,7 +84,7 @@ fn demo_allocation_sites_are_symbolicated() {
     assert!(!state.stacks.is_empty(), "the demo recorded no callstacks (frame pointers?)");
 
     // The module map: the demo binary, with its build id, and the C library.
-    let mut syms = Symbolizer::for_log(&path, state, SymbolOptions::default()).unwrap();
+    let mut syms = Symbolizer::for_log(&path, |id| state.string(id), SymbolOptions::default()).unwrap();
     let exe = std::fs::canonicalize(DEMO).unwrap();
     let demo_module = syms
         .modules()
@@ -100,10 +100,10 @@ fn demo_allocation_sites_are_symbolicated() {
     let mut trimmed_some = false;
     let mut inlined_some = false;
     for s in state.sites.iter().filter(|s| s.stack != 0) {
-        let site = syms.site(state, s.stack);
+        let site = syms.site(&state.stacks, s.stack);
         assert!(!site.frames.is_empty());
         let top = site.frames[0].function.as_deref().unwrap_or("");
-        assert!(!symbols::is_recorder_frame(top), "stack {} starts in the recorder: {top}", s.stack);
+        assert!(!memreplay_symbols::is_recorder_frame(top), "stack {} starts in the recorder: {top}", s.stack);
         for f in &site.frames {
             let name = f.function.as_deref().unwrap_or("");
             assert!(!name.starts_with("_ZN") && !name.starts_with("_R"), "not demangled: {name}");
@@ -474,7 +474,7 @@ fn stripped_and_missing_binaries_degrade() {
     let state = l.state();
     let leak_stack =
         state.live_allocations().find(|a| a.2 == LEAK_BYTES as u64).map(|a| a.4).expect("the leak is live");
-    let module = Symbolizer::for_log(&path, state, SymbolOptions::default())
+    let module = Symbolizer::for_log(&path, |id| state.string(id), SymbolOptions::default())
         .unwrap()
         .modules()
         .modules()
@@ -490,7 +490,7 @@ fn stripped_and_missing_binaries_degrade() {
             system_debug_dir: false,
             disabled: false,
         };
-        Symbolizer::for_log(&path, state, opts).unwrap()
+        Symbolizer::for_log(&path, |id| state.string(id), opts).unwrap()
     };
     // Why addresses of the demo's module lack file and line. A few always do, even with
     // full debug info (standard-library code without line tables: "no debug info").
@@ -508,7 +508,7 @@ fn stripped_and_missing_binaries_degrade() {
 
     // Missing: module+0xoffset, counted as "binary not found"; nothing trimmed.
     let mut s = syms(&[]);
-    let site = s.site(state, leak_stack);
+    let site = s.site(&state.stacks, leak_stack);
     let first = &site.frames[0];
     assert_eq!((first.resolution, first.reason), (Resolution::None, Some(Reason::BinaryNotFound)));
     assert_eq!(first.name(), format!("demo-copy+{:#x}", first.address - module.load_bias));
@@ -533,18 +533,18 @@ fn stripped_and_missing_binaries_degrade() {
 
     // Found by `--symbols DIR` (by file name and build id): fully resolved again.
     let mut s = syms(&[&same]);
-    let site = s.site(state, leak_stack);
+    let site = s.site(&state.stacks, leak_stack);
     assert_eq!((site.function.as_str(), site.line), (leak_function.as_str(), Some(leak_line)));
     assert!(unresolved_for_exe(&s).is_empty(), "{:#?}", s.stats());
 
     // Another build under that name: refused ("build id mismatch").
     let mut s = syms(&[&other]);
-    assert_eq!(s.site(state, leak_stack).frames[0].reason, Some(Reason::BuildIdMismatch));
+    assert_eq!(s.site(&state.stacks, leak_stack).frames[0].reason, Some(Reason::BuildIdMismatch));
     assert_eq!(reasons_for_exe(&s), [Reason::BuildIdMismatch]);
 
     // Debug info stripped (symbol table kept): functions without files and lines.
     let mut s = syms(&[&nodebug]);
-    let site = s.site(state, leak_stack);
+    let site = s.site(&state.stacks, leak_stack);
     assert_eq!(site.function, leak_function);
     assert_eq!((site.file.as_deref(), site.line), (None, None));
     assert!(site.trimmed > 0, "recorder frames trimmed by name");
@@ -553,7 +553,7 @@ fn stripped_and_missing_binaries_degrade() {
 
     // Fully stripped: module+0xoffset, "no symbols".
     let mut s = syms(&[&stripped]);
-    let site = s.site(state, leak_stack);
+    let site = s.site(&state.stacks, leak_stack);
     assert!(site
         .frames
         .iter()
@@ -577,13 +577,13 @@ fn stripped_and_missing_binaries_degrade() {
     std::fs::create_dir_all(by_id.parent().unwrap()).unwrap();
     std::fs::rename(debug.join("demo-copy.debug"), &by_id).unwrap();
     let mut s = syms(&[&stripped, &debug]);
-    let site = s.site(state, leak_stack);
+    let site = s.site(&state.stacks, leak_stack);
     assert_eq!((site.function.as_str(), site.line), (leak_function.as_str(), Some(leak_line)));
     assert!(site.file.as_deref().is_some_and(|f| f.ends_with("demo/src/game.rs")));
     assert!(unresolved_for_exe(&s).is_empty(), "{:#?}", s.stats());
     // Without the binary at all, the debug file alone serves.
     let mut s = syms(&[&debug]);
-    assert_eq!(s.site(state, leak_stack).line, Some(leak_line));
+    assert_eq!(s.site(&state.stacks, leak_stack).line, Some(leak_line));
 
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::symbols::{SiteName, SymbolOptions, Symbolizer};
 use crate::CliError;
+use memreplay_symbols::{SiteName, SymbolOptions, Symbolizer};
 
 use super::sites::SiteFigures;
 use super::Loaded;
@@ -41,7 +41,7 @@ impl SymbolArgs {
 /// A symbolizer for the replayed log `l`.
 pub fn symbolizer(l: &Loaded, args: &SymbolArgs) -> Result<Symbolizer, CliError> {
     let opts = args.options()?;
-    Symbolizer::for_log(std::path::Path::new(&l.path), l.state(), opts)
+    Symbolizer::for_log(std::path::Path::new(&l.path), |id| l.state().string(id), opts)
         .map_err(|error| CliError::Open { path: PathBuf::from(&l.path), error })
 }
 
@@ -73,7 +73,7 @@ pub fn group_sites(
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for (stack, figures) in rows {
-        let site = syms.site(state, stack);
+        let site = syms.site(&state.stacks, stack);
         let key = if by_stack { site.stack_key() } else { site.function_key() };
         let w = weight(&figures);
         let i = *index.entry(key.clone()).or_insert_with(|| {
@@ -119,7 +119,7 @@ pub fn lines_text(lines: &[(String, u32)]) -> String {
             nums.push(lines[i].1.to_string());
             i += 1;
         }
-        out.push(format!("{}:{}", crate::symbols::short_path(file), nums.join(",")));
+        out.push(format!("{}:{}", memreplay_symbols::short_path(file), nums.join(",")));
     }
     out.join(" ")
 }

@@ -26,9 +26,9 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::integrity::{LogIntegrity, EXIT_DAMAGED};
-use crate::symbols::{Frame, Resolution, SiteName, SymbolStats, Symbolizer};
 use crate::CliError;
 use memreplay_replay::ROOT;
+use memreplay_symbols::{Frame, Resolution, SiteName, SymbolStats, Symbolizer};
 
 use super::callstacks::{lines_text, symbolizer, SymbolArgs};
 
@@ -870,7 +870,7 @@ fn site_figures(o: &Observed, args: &DiffArgs, syms: &mut Symbolizer) -> Result<
     let mut out: Rows = HashMap::new();
     let mut stacks: HashMap<u32, bool> = HashMap::new();
     for (i, site) in state.sites.iter().enumerate() {
-        let name = syms.site(state, site.stack);
+        let name = syms.site(&state.stacks, site.stack);
         let (key, unresolved) = site_key(&name, args.stacks);
         if site.stack != 0 {
             stacks.insert(site.stack, unresolved);
@@ -1200,7 +1200,7 @@ mod tests {
     /// log after's site it may be); the game's sites compare, new and vanished included.
     #[test]
     fn only_the_sites_that_may_be_unnamed_ones_are_left_out() {
-        use crate::symbols::{Module, ModuleMap, SymbolOptions};
+        use memreplay_symbols::{Module, ModuleMap, SymbolOptions};
         const GAME: u64 = 0x10_0000;
         const LIBC: u64 = 0x70_0000;
         let module = |base, path: &str, id| Module {
@@ -1224,7 +1224,7 @@ mod tests {
             line: None,
             inlined: false,
             resolution: Resolution::Symbol,
-            reason: Some(crate::symbols::Reason::NoDebugInfo),
+            reason: Some(memreplay_symbols::Reason::NoDebugInfo),
         };
         let row = |frames: Vec<Frame>, total: u64| {
             let site = SiteName {
@@ -1286,7 +1286,7 @@ mod tests {
                 allocations: 1,
                 bytes: 64,
                 reasons: vec![UnnamedReason {
-                    reason: crate::symbols::Reason::BinaryNotFound,
+                    reason: memreplay_symbols::Reason::BinaryNotFound,
                     module: Some("/nowhere/libc.so.6".into()),
                     build_id: Some("09".repeat(20)),
                     sites: 1,

@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use memreplay_format::HEAP_DOMAIN;
 
-use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 use memreplay_replay::Held;
 use memreplay_replay::ReplayState;
+use memreplay_symbols::{SiteName, SymbolStats, Symbolizer};
 
 use super::figures;
 use super::leaks::{frames, site_text};
@@ -49,7 +49,7 @@ impl Efficiency {
     /// Names the callstacks of `sites` with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(state, s.stack)).clone());
+            s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
         }
         self.symbols = Some(syms.stats());
     }

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::symbols::SymbolStats;
 use crate::CliError;
 use memreplay_replay::ReplayState;
 use memreplay_replay::{NodeId, ROOT};
+use memreplay_symbols::SymbolStats;
 
 use super::callstacks::{symbolizer, SymbolArgs};
 use super::select::{parse_at, At, ReportArgs};
@@ -154,7 +154,7 @@ pub fn folded(l: &Loaded, args: &FlameArgs) -> Result<Folded, CliError> {
         if v == 0 {
             continue;
         }
-        let site = syms.site(state, r.stack);
+        let site = syms.site(&state.stacks, r.stack);
         let mut frames: Vec<String> = Vec::new();
         if root_domain {
             frames.push(token(&format!("[{}]", state.domain_name(r.domain))));

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::symbols::{Frame, SymbolStats};
 use crate::CliError;
+use memreplay_symbols::{Frame, SymbolStats};
 
 use super::callstacks::{group_sites, lines_text, symbolizer, SymbolArgs};
 use super::select::{ReportArgs, SelectionInfo};
@@ -132,7 +132,7 @@ pub fn build(l: &Loaded, args: &FreesArgs) -> Result<Frees, CliError> {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    let site = syms.site(state, state.sites[i].stack);
+                    let site = syms.site(&state.stacks, state.sites[i].stack);
                     site.function == want || site.function_key() == want
                 })
                 .collect();
@@ -140,7 +140,7 @@ pub fn build(l: &Loaded, args: &FreesArgs) -> Result<Frees, CliError> {
                 candidates
                     .iter()
                     .copied()
-                    .filter(|&i| syms.site(state, state.sites[i].stack).function_key().contains(want))
+                    .filter(|&i| syms.site(&state.stacks, state.sites[i].stack).function_key().contains(want))
                     .collect()
             } else {
                 exact

@@ -30,11 +30,11 @@ use serde_json::Value;
 
 use memreplay_format::DomainKind;
 
-use crate::symbols::{SymbolStats, Symbolizer};
 use crate::CliError;
 use memreplay_replay::Bucket;
 use memreplay_replay::ReplayState;
 use memreplay_replay::{FxMap, Held, NodeId, ROOT};
+use memreplay_symbols::{SymbolStats, Symbolizer};
 
 use super::leaks::{self, Leaks};
 use super::select::{held_now, Point};
@@ -217,7 +217,7 @@ pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<Ht
     let state = l.state();
     let mut summary = summarize::build(l);
     for s in &mut summary.sites {
-        s.site = Some((*syms.site(state, s.stack)).clone());
+        s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
     }
     let mut leaks = leaks::build_symbolized(l, syms);
     let top_args = TopArgs { by: Metric::Peak, ..TopArgs::new(&l.path) };
@@ -297,7 +297,7 @@ pub struct FramesTable {
     pub strings: Vec<String>,
 }
 
-/// The fields of a serialized frame ([`crate::symbols::Frame`]), all in [`FramesTable`].
+/// The fields of a serialized frame ([`memreplay_symbols::Frame`]), all in [`FramesTable`].
 const FRAME_FIELDS: [&str; 9] =
     ["address", "module", "offset", "function", "file", "line", "inlined", "resolution", "reason"];
 
@@ -468,7 +468,7 @@ impl StackTables {
         i as i64
     }
 
-    /// The index of a frame (a serialized [`crate::symbols::Frame`]), added on first
+    /// The index of a frame (a serialized [`memreplay_symbols::Frame`]), added on first
     /// sight.
     fn frame(&mut self, f: &Value) -> usize {
         let key = f.to_string();

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 use memreplay_replay::NodeId;
 use memreplay_replay::ReplayState;
+use memreplay_symbols::{SiteName, SymbolStats, Symbolizer};
 
 use super::select::SelectionInfo;
 use super::table::{plural, size, Align, Table};
@@ -234,7 +234,7 @@ fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
                     list.truncate(limit);
                     for s in &mut list {
                         s.frames = frames(state, s.stack);
-                        s.site = syms.as_deref_mut().map(|y| (*y.site(state, s.stack)).clone());
+                        s.site = syms.as_deref_mut().map(|y| (*y.site(&state.stacks, s.stack)).clone());
                     }
                     c.hidden_sites = all - list.len() as u64;
                     c.sites = list;
@@ -299,7 +299,7 @@ fn stack_rows(
             LeakStack {
                 stack,
                 frames: frames(state, stack),
-                site: syms.as_deref_mut().map(|y| (*y.site(state, stack)).clone()),
+                site: syms.as_deref_mut().map(|y| (*y.site(&state.stacks, stack)).clone()),
                 bytes,
                 count,
                 first_seq,

@@ -38,9 +38,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::integrity::LogIntegrity;
-use crate::symbols::Symbolizer;
 use crate::CliError;
 use memreplay_replay::{Replay, ReplayState};
+use memreplay_symbols::Symbolizer;
 
 pub use select::{At, ReportArgs, Selection, SharedOption, SortKey, Takes};
 

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 use prost::Message as _;
 
-use crate::symbols::{Frame, SymbolStats, Symbolizer};
 use crate::CliError;
+use memreplay_symbols::{Frame, SymbolStats, Symbolizer};
 
 use super::callstacks::{symbolizer, SymbolArgs};
 use super::sites::{collect, Metric, SiteQuery};
@@ -185,7 +185,7 @@ pub fn profile(
     for r in rows.iter().filter(|r| domains.contains(&r.domain)) {
         let f = r.figures;
         let (total, live, peak) = (f.total.unwrap_or_default(), f.live.unwrap_or_default(), f.peak.unwrap_or_default());
-        let site = syms.site(state, r.stack);
+        let site = syms.site(&state.stacks, r.stack);
         let locations = b.locations(&syms, &site.frames);
         let label = proto::Label { key: domain_key, str: b.s(&state.domain_name(r.domain)), num: 0, num_unit: 0 };
         let v = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);

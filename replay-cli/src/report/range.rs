@@ -17,9 +17,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::symbols::{Frame, SymbolStats};
 use crate::CliError;
 use memreplay_replay::{Held, ROOT};
+use memreplay_symbols::{Frame, SymbolStats};
 
 use super::callstacks::{lines_text, symbolizer};
 use super::diff::{keyed_by, site_key, DiffArgs, KeyedSite, MinDelta};
@@ -189,7 +189,7 @@ pub fn build(args: &DiffArgs, from: &str, to: &str, progress: Progress) -> Resul
             by_site.iter().filter(|((domain, _), _)| *domain == d).map(|(&(_, st), &(b, c))| (st, b, c)).collect();
         of_domain.sort_unstable();
         for (stack, bytes, count) in of_domain {
-            let name = syms.site(state, stack);
+            let name = syms.site(&state.stacks, stack);
             let (key, unresolved) = site_key(&name, args.stacks);
             if stack != 0 {
                 stacks.insert(stack, unresolved);

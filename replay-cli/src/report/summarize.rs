@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use memreplay_format::{header_flags, DomainKind};
 
-use crate::symbols::{SiteName, SymbolStats, Symbolizer};
 use crate::time::{format_ms, format_utc};
 use memreplay_replay::{Anomalies, ReplayState, ROOT};
+use memreplay_symbols::{SiteName, SymbolStats, Symbolizer};
 
 use super::efficiency::{self, Container, ContextEfficiency, Usage};
 use super::figures::{self, DomainFigures};
@@ -121,9 +121,9 @@ impl Summary {
     /// Names the callstacks of `sites` (and where they were freed from) with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(state, s.stack)).clone());
+            s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
             for f in s.freed_from.iter_mut().filter(|f| f.stack != 0) {
-                f.site = Some((*syms.site(state, f.stack)).clone());
+                f.site = Some((*syms.site(&state.stacks, f.stack)).clone());
             }
         }
         self.symbols = Some(syms.stats());

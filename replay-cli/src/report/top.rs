@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::symbols::{Frame, SymbolStats, Symbolizer};
 use crate::CliError;
+use memreplay_symbols::{Frame, SymbolStats, Symbolizer};
 
 use super::callstacks::{group_sites, lines_text, symbolizer, SymbolArgs};
 use super::select::{parse_at, parse_bytes, At, ReportArgs, SelectionInfo};

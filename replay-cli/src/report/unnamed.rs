@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::symbols::{Module, Reason, Resolution, SiteName, Symbolizer};
+use memreplay_symbols::{Module, Reason, Resolution, SiteName, Symbolizer};
 
 use super::table::size;
 
@@ -71,7 +71,7 @@ pub(crate) type Why = (Option<usize>, Reason);
 
 /// The frames `site`'s key is made of: all of them (`whole`: keyed by its stack), else its
 /// allocating frame.
-fn key_frames(site: &SiteName, whole: bool) -> &[crate::symbols::Frame] {
+fn key_frames(site: &SiteName, whole: bool) -> &[memreplay_symbols::Frame] {
     if whole {
         &site.frames
     } else {
@@ -327,7 +327,7 @@ impl UnnamedSites {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::symbols::{Frame, ModuleMap, SymbolOptions};
+    use memreplay_symbols::{Frame, ModuleMap, SymbolOptions};
 
     const GAME: u64 = 0x10_0000;
     const LIBC: u64 = 0x70_0000;

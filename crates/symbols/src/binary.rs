@@ -59,6 +59,7 @@ pub struct Found {
 pub struct Binary {
     /// The file the code was found in, and the separate debug file used, if any.
     pub path: PathBuf,
+    /// See `path`.
     pub debug_path: Option<PathBuf>,
     dwarf: Option<addr2line::Context<Reader>>,
     symbols: Vec<Symbol>,

@@ -7,13 +7,12 @@ use std::path::Path;
 use memreplay_format::block::METADATA_THREAD;
 use memreplay_format::{Event, FormatError, LogReader};
 
-use memreplay_replay::ReplayState;
-
 /// A loaded image as the recorder saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Module {
     /// Where it was mapped: `base .. base + size`.
     pub base: u64,
+    /// See `base`.
     pub size: u64,
     /// What the loader added to the file's addresses: file address = `ip − load_bias`.
     pub load_bias: u64,
@@ -35,6 +34,7 @@ impl Module {
         hex(&self.build_id)
     }
 
+    /// Whether `addr` lies in the module's range.
     pub fn contains(&self, addr: u64) -> bool {
         addr >= self.base && addr - self.base < self.size
     }
@@ -67,9 +67,9 @@ impl ModuleMap {
     }
 
     /// Reads the `MODULE` records of the log at `path` (written to the metadata stream,
-    /// whose blocks are the only ones decoded); their paths are string ids, named from
-    /// `state`. Damaged blocks are skipped (the replay reports them).
-    pub fn read(path: &Path, state: &ReplayState) -> Result<ModuleMap, FormatError> {
+    /// whose blocks are the only ones decoded); their paths are string ids, named with
+    /// `string`. Damaged blocks are skipped (the replay reports them).
+    pub fn read(path: &Path, string: impl Fn(u32) -> String) -> Result<ModuleMap, FormatError> {
         let file = std::fs::File::open(path)?;
         let mut reader = LogReader::new(std::io::BufReader::with_capacity(1 << 20, file))?;
         let (mut modules, mut buf) = (Vec::new(), Vec::new());
@@ -80,17 +80,19 @@ impl ModuleMap {
             let Ok(decoded) = block.decode_with(&mut buf) else { continue };
             for e in decoded.events {
                 if let Event::Module { base, size, load_bias, path, build_id } = e {
-                    modules.push(Module { base, size, load_bias, path: state.string(path), build_id });
+                    modules.push(Module { base, size, load_bias, path: string(path), build_id });
                 }
             }
         }
         Ok(ModuleMap::new(modules))
     }
 
+    /// The modules, in the order the log recorded them.
     pub fn modules(&self) -> &[Module] {
         &self.modules
     }
 
+    /// Whether the log recorded no module.
     pub fn is_empty(&self) -> bool {
         self.modules.is_empty()
     }
@@ -103,6 +105,7 @@ impl ModuleMap {
         self.by_base[..end].iter().rev().take(64).filter(|&&i| self.modules[i].contains(addr)).max().copied()
     }
 
+    /// The module at `index` (as [`ModuleMap::find`] returns it).
     pub fn get(&self, index: usize) -> &Module {
         &self.modules[index]
     }

@@ -19,8 +19,10 @@
 //! Symbolication reads binaries and the log's module map, never the events: the reports
 //! call it on the replayed state's callstacks.
 
-pub mod binary;
-pub mod modules;
+#![warn(missing_docs)]
+
+mod binary;
+mod modules;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,9 +31,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
-use memreplay_replay::ReplayState;
+use std::hash::BuildHasher;
 
-pub use binary::{Binary, LoadError};
+pub use binary::{load, Binary, LoadError, SYSTEM_DEBUG_DIR};
 pub use modules::{Module, ModuleMap};
 
 /// Where to look for binaries and debug files, and what to do with the stacks.
@@ -85,6 +87,7 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// How the reason reads in a report ("no debug info", ...).
     pub fn text(self) -> &'static str {
         match self {
             Reason::SymbolicationOff => "symbolication off",
@@ -112,10 +115,13 @@ pub struct Frame {
     pub offset: u64,
     /// Demangled, without the Rust hash.
     pub function: Option<String>,
+    /// The source file, if the debug info says.
     pub file: Option<String>,
+    /// The line in it.
     pub line: Option<u32>,
     /// Inlined into the frame that follows.
     pub inlined: bool,
+    /// How far the address was resolved.
     pub resolution: Resolution,
     /// Why the frame lacks file and line (null when it has them).
     pub reason: Option<Reason>,
@@ -186,6 +192,7 @@ pub struct SiteName {
     pub function: String,
     /// The file and line in it the allocation came from (null when unknown).
     pub file: Option<String>,
+    /// See `file`.
     pub line: Option<u32>,
     /// Frames, innermost first, recorder and allocator frames trimmed.
     pub frames: Vec<Frame>,
@@ -243,6 +250,7 @@ impl SiteName {
 /// Addresses that could not be fully resolved, for one reason and module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unresolved {
+    /// Why they could not be resolved.
     pub reason: Reason,
     /// The module's path (null for addresses in no module).
     pub module: Option<String>,
@@ -255,6 +263,7 @@ pub struct Unresolved {
 pub struct SymbolStats {
     /// Modules in the log's map, and how many of them had a binary loaded.
     pub modules: u64,
+    /// See `modules`.
     pub modules_loaded: u64,
     /// Distinct addresses resolved (each once).
     pub addresses: u64,
@@ -342,21 +351,22 @@ impl Symbolizer {
         }
     }
 
-    /// A symbolizer for the log at `path`, replayed into `state`: reads the log's module
-    /// map (a pass over its metadata blocks).
+    /// A symbolizer for the log at `path`: reads the log's module map (a pass over its
+    /// metadata blocks), naming module paths with `string` (the log's strings, by id).
     pub fn for_log(
         path: &Path,
-        state: &ReplayState,
+        string: impl Fn(u32) -> String,
         options: SymbolOptions,
     ) -> Result<Symbolizer, memreplay_format::FormatError> {
         let start = Instant::now();
-        let modules = ModuleMap::read(path, state)?;
+        let modules = ModuleMap::read(path, string)?;
         tracing::debug!("read {} modules in {:.3} s", modules.modules().len(), start.elapsed().as_secs_f64());
         let mut s = Symbolizer::new(modules, options);
         s.time += start.elapsed();
         Ok(s)
     }
 
+    /// The log's module map.
     pub fn modules(&self) -> &ModuleMap {
         &self.modules
     }
@@ -474,12 +484,13 @@ impl Symbolizer {
         }
     }
 
-    /// Callstack `stack` of `state`, symbolicated and trimmed (cached per stack id).
-    pub fn site(&mut self, state: &ReplayState, stack: u32) -> Arc<SiteName> {
+    /// Callstack `stack` of `stacks` (the log's callstacks by id), symbolicated and
+    /// trimmed (cached per stack id).
+    pub fn site<S: BuildHasher>(&mut self, stacks: &HashMap<u32, Vec<u64>, S>, stack: u32) -> Arc<SiteName> {
         if let Some(s) = self.sites.get(&stack) {
             return s.clone();
         }
-        let site = match state.stacks.get(&stack) {
+        let site = match stacks.get(&stack) {
             Some(addrs) => self.site_of(stack, addrs),
             // A damaged log can use a callstack whose definition was lost.
             None if stack != 0 => {
@@ -842,8 +853,8 @@ mod tests {
         let site = s.site_of(7, &[0x10_1234, 0x42]);
         assert_eq!(site.function, "game+0x1234");
         assert_eq!(site.stack_key(), "game+0x1234;0x42");
-        let state = ReplayState::new(Default::default());
-        assert_eq!(s.site(&state, 9).function, "(callstack 9 not in the log)");
-        assert_eq!(s.site(&state, 0).function, "(no callstack)");
+        let stacks: HashMap<u32, Vec<u64>> = HashMap::new();
+        assert_eq!(s.site(&stacks, 9).function, "(callstack 9 not in the log)");
+        assert_eq!(s.site(&stacks, 0).function, "(no callstack)");
     }
 }
