@@ -1140,8 +1140,8 @@ fn summarize_sets_process_memory_against_tracked_memory() {
 #[test]
 fn report_outputs_match_their_snapshots() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let log = "ci/memory-baseline.mrl";
-    let symbols = "ci/memory-baseline.debug";
+    let log = "baseline/memory-baseline.mrl";
+    let symbols = "baseline/memory-baseline.debug";
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
     let budget = temp("snapshot-budget.toml");

@@ -579,17 +579,17 @@ fn repository() -> PathBuf {
 
 #[test]
 fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
-    // The README's CI recipe: `ci/memory-baseline.mrl`, recorded by a release build of the
+    // The README's CI recipe: `baseline/memory-baseline.mrl`, recorded by a release build of the
     // demo that CI does not have, and that build's debug file, filed by build id under
-    // `ci/memory-baseline.debug`. Here the binary is looked for where nothing is (its
+    // `baseline/memory-baseline.debug`. Here the binary is looked for where nothing is (its
     // recorded path moved away), so only the debug file can name the sites.
     let (baseline, debug) =
-        (repository().join("ci/memory-baseline.mrl"), repository().join("ci/memory-baseline.debug"));
+        (repository().join("baseline/memory-baseline.mrl"), repository().join("baseline/memory-baseline.debug"));
     let l = report::load(&ReportArgs::new(&baseline), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
     let state = l.state();
     let mut modules = ModuleMap::read(&baseline, |id| state.string(id)).unwrap().modules().to_vec();
     let demo = modules.iter().position(|m| m.name() == "memreplay-demo").expect("the demo's module");
-    modules[demo].path = repository().join("ci/nowhere/memreplay-demo").display().to_string();
+    modules[demo].path = repository().join("baseline/nowhere/memreplay-demo").display().to_string();
     let opts = SymbolOptions { search_dirs: vec![debug.clone()], system_debug_dir: false, disabled: false };
     let mut syms = Symbolizer::new(ModuleMap::new(modules), opts);
     let mut named = 0;
