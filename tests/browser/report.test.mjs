@@ -1,7 +1,7 @@
 // Loads a `replay-cli report` page in Debian's Chromium (through playwright-core, which
 // downloads no browser) and checks it the way a person would use it. Every expected
 // count is derived here from the page's own data island, independently of the page's
-// code. Run by tests/tests/html_report.rs:
+// code. Run by tests/tests/all/html_report.rs:
 //
 //   node report.test.mjs check REPORT.html SCREENSHOT.png   (the checks, a screenshot)
 //   node report.test.mjs measure REPORT.html                (load time only)

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::common;
 use memreplay_format::*;
 use memreplay_replay::{replay, ReplayOptions};
 use memreplay_replay::{Anomalies, Figures, Held, Peak, ReplayState, ROOT};
@@ -466,20 +467,7 @@ impl Sim {
 }
 
 fn header() -> FileHeader {
-    FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
-        flags: 0,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        exe_path: "/bin/game".into(),
-        recorder: "model test".into(),
-    }
+    FileHeader { recorder: "model test".into(), ..common::header() }
 }
 
 /// A simulated program: its operations in global order and its log.

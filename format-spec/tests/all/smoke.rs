@@ -1,7 +1,8 @@
+//! A small log written and read back.
+
 use memreplay_format::*;
 
-mod common;
-use common::header;
+use crate::header;
 
 #[test]
 fn writes_and_reads_back_a_small_log() {

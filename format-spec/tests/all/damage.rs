@@ -6,8 +6,7 @@ use memreplay_format::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-mod common;
-use common::header;
+use crate::header;
 
 /// A small log of several blocks from several threads.
 struct Sample {

@@ -13,27 +13,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use memreplay_format::block::FRAME_LEN;
 use memreplay_format::{
     context_flags, header_flags, BlockFrame, Compression, DomainKind, EndOfLog, Event, EventEncoder, FileHeader,
-    LogWriter, LossReason, ResourceDesc, ResourceKind, VERSION_MAJOR, VERSION_MINOR,
+    LogWriter, LossReason, ResourceDesc, ResourceKind,
 };
 use proptest::prelude::*;
 
 fn header() -> FileHeader {
     FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
         flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pointer_width: 8,
-        pid: 1,
         start_unix_ns: u64::MAX,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
         exe_path: "/hostile".into(),
         recorder: "hostile test".into(),
+        ..common::header()
     }
 }
 
@@ -124,27 +118,24 @@ fn blocks() -> impl Strategy<Value = Vec<(u32, Vec<Event>)>> {
 }
 
 fn write_log(path: &Path, blocks: &[(u32, Vec<Event>)], lost: u64, end_ns: u64) {
-    let mut w = LogWriter::new(std::fs::File::create(path).unwrap(), &header()).unwrap();
-    for (thread, events) in blocks {
-        let mut enc = EventEncoder::new();
-        for e in events {
-            enc.push(e);
-        }
-        w.write_block(*thread, &mut enc).unwrap();
-    }
-    w.finish(lost, end_ns).unwrap();
+    common::write_log(path, &header(), blocks, Some(common::End { lost, end_ns }));
 }
 
 /// Runs `replay-cli args`; fails on a panic, an undocumented exit status, or a hang.
 /// `replay-cli`, held to 4 GiB of address space (the rule of ARCHITECTURE.md: a hostile
 /// log ends in a report or a clear error, never in an allocation failure's abort).
 fn replay_cli() -> Command {
+    replay_cli_within(4 << 30)
+}
+
+/// `replay-cli`, held to `bytes` of address space.
+fn replay_cli_within(bytes: u64) -> Command {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_replay-cli"));
+    let mut cmd = common::replay_cli();
     // SAFETY: setrlimit is async-signal-safe, and nothing else runs in the child.
     unsafe {
-        cmd.pre_exec(|| {
-            let limit = libc::rlimit { rlim_cur: 4 << 30, rlim_max: 4 << 30 };
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
             if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -204,9 +195,7 @@ max_bytes = "1KiB"
 "#;
 
 fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("replay-cli-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    memreplay_fixtures::temp_dir("replay-cli-hostile")
 }
 
 proptest! {
@@ -592,21 +581,7 @@ fn a_log_past_the_address_space_ends_with_a_message_not_an_abort() {
         w.write_block(1, &mut enc).unwrap();
     }
     w.finish(0, 10).unwrap();
-    let limited = || {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_replay-cli"));
-        // SAFETY: setrlimit is async-signal-safe, and nothing else runs in the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                let limit = libc::rlimit { rlim_cur: 1 << 30, rlim_max: 1 << 30 };
-                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        cmd
-    };
+    let limited = || replay_cli_within(1 << 30);
     let out = limited().args(["summarize", log.to_str().unwrap(), "--max-memory", "100g"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

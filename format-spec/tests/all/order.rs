@@ -4,8 +4,7 @@ use memreplay_format::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-mod common;
-use common::header;
+use crate::header;
 
 /// Writes `blocks` (thread, events) in this file order and reads them back.
 fn write_and_read(blocks: &[(u32, Vec<Event>)]) -> Log {

@@ -32,35 +32,24 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use crate::common::{self, cli, temp_in};
 use memreplay_format::{
-    context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR,
+    context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR,
 };
 use serde_json::Value;
 
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().expect("run replay-cli")
-}
-
 fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("replay-cli-reports-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    temp_in("reports", name)
 }
 
 fn header() -> FileHeader {
     FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
         flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pointer_width: 8,
         pid: 7,
+        // 2000-02-29 12:34:56.789 UTC
         start_unix_ns: 951_827_696_789_000_000,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
         exe_path: "/games/forest".into(),
-        recorder: "memreplay test".into(),
+        ..common::header()
     }
 }
 
@@ -1131,8 +1120,8 @@ fn summarize_sets_process_memory_against_tracked_memory() {
 }
 
 /// Every report's whole output on the committed CI baseline (a real demo log), text and
-/// JSON, against `tests/snapshots/`: a change to any output byte shows here.
-/// `UPDATE_SNAPSHOTS=1 cargo test -p replay-cli --test reports` rewrites the files after
+/// JSON, against `tests/all/snapshots/`: a change to any output byte shows here.
+/// `UPDATE_SNAPSHOTS=1 cargo test -p replay-cli --test all snapshots` rewrites the files after
 /// an intended change (review the diff). Whole callstacks are left unsymbolicated
 /// (`--no-symbols`): their system-library frames would read differently on a machine
 /// with another C library; the text reports name the demo's functions from the committed
@@ -1142,7 +1131,7 @@ fn report_outputs_match_their_snapshots() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let log = "baseline/memory-baseline.mrl";
     let symbols = "baseline/memory-baseline.debug";
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/all/snapshots");
     let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
     let budget = temp("snapshot-budget.toml");
     std::fs::write(&budget, "[[domain]]\nname = \"heap\"\nmax_peak = \"4MiB\"\n\n[leaks]\nmax_bytes = \"64KiB\"\n")
@@ -1193,5 +1182,5 @@ fn report_outputs_match_their_snapshots() {
             changed.push(format!("{name} ({args:?})"));
         }
     }
-    assert!(changed.is_empty(), "outputs differ from tests/snapshots (UPDATE_SNAPSHOTS=1 to rewrite): {changed:?}");
+    assert!(changed.is_empty(), "outputs differ from tests/all/snapshots (UPDATE_SNAPSHOTS=1 to rewrite): {changed:?}");
 }

@@ -5,8 +5,7 @@ use memreplay_format::block::{decode_events, BlockFrame, FRAME_LEN};
 use memreplay_format::varint::put_u64;
 use memreplay_format::*;
 
-mod common;
-use common::header;
+use crate::header;
 
 /// A block of `kind` around an uncompressed `payload`, with correct checksums.
 fn block(kind: u8, compression: u8, thread: u32, event_count: u32, payload: &[u8]) -> Vec<u8> {

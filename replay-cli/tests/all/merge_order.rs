@@ -2,24 +2,12 @@
 //! reference (`merge_by_seq`), whatever the file order of the threads' blocks: the same
 //! events, as records, in the same order.
 
+use crate::common;
 use memreplay_format::*;
 use proptest::prelude::*;
 
 fn header() -> FileHeader {
-    FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
-        flags: 0,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        exe_path: "/bin/game".into(),
-        recorder: "merge test".into(),
-    }
+    FileHeader { recorder: "merge test".into(), ..common::header() }
 }
 
 /// (thread, kind, flush-after) steps: kind picks the event; flush-after ends the block.

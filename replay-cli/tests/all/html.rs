@@ -5,21 +5,15 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
+use crate::common::{cli, temp_in};
 use memreplay_format::{
     header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR,
 };
 use serde_json::Value;
 
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().expect("run replay-cli")
-}
-
 fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("replay-cli-html-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    temp_in("html", name)
 }
 
 const HEAP: u32 = 0;

@@ -1,46 +1,27 @@
 //! The `replay-cli` binary end to end, on logs written here with `memreplay-format`.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::common::{self, cli, stderr, stdout, temp_in};
 use memreplay_format::{
     context_flags, header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc,
-    ResourceKind, VERSION_MAJOR, VERSION_MINOR,
+    ResourceKind, VERSION_MAJOR,
 };
 
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(args).output().expect("run replay-cli")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("replay-cli-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    temp_in("cli", name)
 }
 
 fn header(major: u16) -> FileHeader {
     FileHeader {
         version_major: major,
-        version_minor: VERSION_MINOR,
         flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pointer_width: 8,
         pid: 4242,
         // 2000-02-29 12:34:56.789 UTC
         start_unix_ns: 951_827_696_789_000_000,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
         exe_path: "/games/forest".into(),
-        recorder: "memreplay test".into(),
+        ..common::header()
     }
 }
 

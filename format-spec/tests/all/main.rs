@@ -1,0 +1,23 @@
+//! The format crate's integration tests, one binary: round trips of every event, the
+//! worked example of SPEC.md, forward compatibility, damaged and foreign files, the
+//! global order, and the fuzzer's inputs.
+
+mod compat;
+mod damage;
+mod fuzz_inputs;
+mod order;
+mod roundtrip;
+mod smoke;
+mod spec_example;
+
+use memreplay_format::{header_flags, FileHeader};
+
+/// The header of these tests' logs.
+fn header() -> FileHeader {
+    FileHeader {
+        flags: header_flags::CALLSTACKS_ON_ALLOC,
+        pid: 7,
+        start_unix_ns: 1_700_000_000_000_000_000,
+        ..memreplay_fixtures::header()
+    }
+}
