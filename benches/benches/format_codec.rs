@@ -71,20 +71,7 @@ fn synthetic(n: usize) -> Vec<Event> {
 }
 
 fn header() -> FileHeader {
-    FileHeader {
-        version_major: memreplay_format::VERSION_MAJOR,
-        version_minor: memreplay_format::VERSION_MINOR,
-        flags: 0,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        exe_path: "/bench".into(),
-        recorder: "bench".into(),
-    }
+    FileHeader { exe_path: "/bench".into(), recorder: "bench".into(), ..memreplay_fixtures::header() }
 }
 
 fn encode_only(events: &[Event], enc: &mut EventEncoder) -> usize {

@@ -79,18 +79,10 @@ const BLOCK_BYTES: usize = 60 << 10;
 
 fn header() -> FileHeader {
     FileHeader {
-        version_major: memreplay_format::VERSION_MAJOR,
-        version_minor: memreplay_format::VERSION_MINOR,
         flags: memreplay_format::header_flags::CALLSTACKS_ON_ALLOC | memreplay_format::header_flags::USAGE_CHANGES,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
         exe_path: "/bench/game".into(),
         recorder: "replay_throughput generator".into(),
+        ..memreplay_fixtures::header()
     }
 }
 

@@ -13,7 +13,6 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use memreplay_format::{
     header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
-    VERSION_MAJOR, VERSION_MINOR,
 };
 use replay_cli::report::{self, efficiency, instances, leaks, summarize, tree, Progress, ReportArgs};
 
@@ -132,18 +131,10 @@ impl Choices<'_> {
 
 fn header() -> FileHeader {
     FileHeader {
-        version_major: VERSION_MAJOR,
-        version_minor: VERSION_MINOR,
         flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pointer_width: 8,
-        pid: 1,
-        start_unix_ns: 0,
-        ticks_per_second: 1_000_000_000,
-        max_stack_depth: 16,
-        os: "linux".into(),
-        arch: "x86_64".into(),
         exe_path: "/fuzz".into(),
         recorder: "fuzz".into(),
+        ..memreplay_fixtures::header()
     }
 }
 

@@ -570,7 +570,7 @@ impl Cursor {
 
 #[cfg(test)]
 mod tests {
-    use memreplay_format::{header_flags, Event, EventEncoder, LogWriter, RecordKind, VERSION_MAJOR, VERSION_MINOR};
+    use memreplay_format::{header_flags, Event, EventEncoder, LogWriter, RecordKind};
 
     use super::*;
 
@@ -587,20 +587,7 @@ mod tests {
     /// Three threads whose allocations interleave across blocks, with blocks of context
     /// pushes and pops between their sequenced blocks and after their last ones.
     fn log(path: &Path) {
-        let header = FileHeader {
-            version_major: VERSION_MAJOR,
-            version_minor: VERSION_MINOR,
-            flags: header_flags::CALLSTACKS_ON_ALLOC,
-            pointer_width: 8,
-            pid: 1,
-            start_unix_ns: 0,
-            ticks_per_second: 1_000_000_000,
-            max_stack_depth: 16,
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            exe_path: "/t".into(),
-            recorder: "test".into(),
-        };
+        let header = FileHeader { flags: header_flags::CALLSTACKS_ON_ALLOC, ..memreplay_fixtures::header() };
         let mut w = LogWriter::new(File::create(path).unwrap(), &header).unwrap();
         let mut seq = 1u64;
         for round in 0..60u64 {
