@@ -29,6 +29,7 @@ pub fn criterion() -> Criterion {
 /// `black_box` keeps the pair from being optimised away.
 #[inline(always)]
 pub fn global_pair(layout: Layout) {
+    // SAFETY: the caller's layout is non-zero-sized; the block is freed with it at once.
     unsafe {
         let p = std::alloc::alloc(black_box(layout));
         if p.is_null() {
@@ -41,6 +42,7 @@ pub fn global_pair(layout: Layout) {
 /// One allocation and its free through `a` directly, bypassing the global allocator.
 #[inline(always)]
 pub fn direct_pair<A: GlobalAlloc>(a: &A, layout: Layout) {
+    // SAFETY: the caller's layout is non-zero-sized; the block is freed with it at once.
     unsafe {
         let p = a.alloc(black_box(layout));
         if p.is_null() {

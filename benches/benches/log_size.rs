@@ -38,6 +38,7 @@ type Obj = (*mut u8, Layout);
 #[inline(never)]
 fn alloc_at(size: usize) -> Obj {
     let l = layout(size);
+    // SAFETY: `layout` gives a valid, non-zero-sized layout.
     let p = unsafe { std::alloc::alloc(l) };
     assert!(!p.is_null());
     (black_box(p), l)
@@ -69,6 +70,7 @@ fn site_deep_b(rng: &mut Rng) -> Obj {
 
 #[inline(never)]
 fn free(o: Obj) {
+    // SAFETY: `o` came from `alloc_at` with this layout and is freed once.
     unsafe { std::alloc::dealloc(o.0, o.1) }
 }
 

@@ -30,9 +30,13 @@ impl<A> Allocator<A> {
 // returns, and that of a free before the inner allocator sees it. The allocator's own
 // synchronization then guarantees that a free of `p` is numbered before any reuse of `p`
 // by another thread, so the log replays exactly under any interleaving.
+//
+// SAFETY: every call goes to the inner allocator with the caller's layout, pointer and
+// size unchanged, and returns what it returned; the hooks only record.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc`, passed on.
         let p = unsafe { self.inner.alloc(layout) };
         #[cfg(feature = "capture_replay_log")]
         if !p.is_null() {
@@ -43,6 +47,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
         let p = unsafe { self.inner.alloc_zeroed(layout) };
         #[cfg(feature = "capture_replay_log")]
         if !p.is_null() {
@@ -55,6 +60,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         #[cfg(feature = "capture_replay_log")]
         crate::imp::on_free(ptr);
+        // SAFETY: the caller's contract for `dealloc`, passed on.
         unsafe { self.inner.dealloc(ptr, layout) }
     }
 
@@ -68,6 +74,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
         #[cfg(feature = "capture_replay_log")]
         {
             let ticket = crate::imp::realloc_begin();
+            // SAFETY: the caller's contract for `realloc`, passed on.
             let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
             if !p.is_null() {
                 crate::imp::realloc_end(ticket, ptr, p, layout.align(), new_size);
@@ -75,6 +82,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
             p
         }
         #[cfg(not(feature = "capture_replay_log"))]
+        // SAFETY: the caller's contract for `realloc`, passed on.
         unsafe {
             self.inner.realloc(ptr, layout, new_size)
         }

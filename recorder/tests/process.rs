@@ -85,6 +85,7 @@ fn child_scenario() {
         "killed_at_once" => {
             memreplay::start(memreplay::Config::new(path)).unwrap();
             match std::env::var("MEMREPLAY_TEST_SIGNAL").as_deref() {
+                // SAFETY: sends a signal to this very process.
                 Ok("kill") => unsafe {
                     libc::kill(libc::getpid(), libc::SIGKILL);
                 },

@@ -23,6 +23,7 @@ fn mark_size(i: usize) -> usize {
 }
 
 struct Ptr(*mut u8, usize);
+// SAFETY: a block handed from one thread to another, which then owns it.
 unsafe impl Send for Ptr {}
 
 #[test]
@@ -53,32 +54,38 @@ fn cross_thread_frees_and_address_reuse_replay_exactly() {
                 let mut mine = Vec::new();
                 for i in 0..ROUNDS {
                     let size = mark_size(i + t);
+                    // SAFETY: a valid, non-zero-sized layout.
                     let p = unsafe { alloc(Layout::from_size_align(size, 8).unwrap()) };
                     if i % 2 == 0 {
                         next.send(Ptr(p, size)).unwrap();
                     } else if i % 5 == 1 {
                         // Grow in place or move: a realloc's two halves.
+                        // SAFETY: `p` was allocated here with this layout and is not used after.
                         let q = unsafe { realloc(p, Layout::from_size_align(size, 8).unwrap(), size + MARK_SPAN) };
                         mine.push(Ptr(q, size + MARK_SPAN));
                     } else {
                         mine.push(Ptr(p, size));
                     }
                     while let Ok(Ptr(q, s)) = rx.try_recv() {
+                        // SAFETY: `q` was allocated (or reallocated) with this layout, and is freed once.
                         unsafe { dealloc(q, Layout::from_size_align(s, 8).unwrap()) };
                     }
                     if mine.len() > 16 {
                         let Ptr(q, s) = mine.swap_remove(i % mine.len());
+                        // SAFETY: `q` was allocated (or reallocated) with this layout, and is freed once.
                         unsafe { dealloc(q, Layout::from_size_align(s, 8).unwrap()) };
                     }
                 }
                 drop(next);
                 barrier.wait();
                 for Ptr(q, s) in rx.try_iter() {
+                    // SAFETY: `q` was allocated (or reallocated) with this layout, and is freed once.
                     unsafe { dealloc(q, Layout::from_size_align(s, 8).unwrap()) };
                 }
                 // Leak a known number of blocks; free the rest.
                 for (k, Ptr(q, s)) in mine.into_iter().enumerate() {
                     if k >= LEAKED_PER_THREAD {
+                        // SAFETY: `q` was allocated (or reallocated) with this layout, and is freed once.
                         unsafe { dealloc(q, Layout::from_size_align(s, 8).unwrap()) };
                     }
                 }

@@ -46,6 +46,8 @@ impl BufPtr {
     /// The caller owns the buffer exclusively (fresh from the pool).
     pub unsafe fn reset(self, thread: u32, index: u64) {
         let b = self.0;
+        // SAFETY: the caller owns the buffer exclusively; it is live (buffers are freed
+        // only with the pool).
         unsafe {
             (*b).published.store(0, Ordering::Relaxed);
             (*b).index = index;
@@ -57,6 +59,7 @@ impl BufPtr {
 
     /// Pointer to the first byte of the data area.
     pub fn data(self) -> *mut u8 {
+        // SAFETY: a place projection of a live buffer: nothing is read or referenced.
         unsafe { std::ptr::addr_of_mut!((*self.0).data) as *mut u8 }
     }
 }
@@ -128,6 +131,8 @@ impl BufferPool {
         if p.is_null() {
             std::alloc::handle_alloc_error(layout());
         }
+        // SAFETY: `p` is a fresh allocation of a `Buffer`; its header fields are written
+        // in place, without reading or dropping the uninitialised memory.
         unsafe {
             std::ptr::addr_of_mut!((*p).published).write(AtomicUsize::new(0));
             std::ptr::addr_of_mut!((*p).index).write(0);

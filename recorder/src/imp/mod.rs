@@ -33,6 +33,19 @@ pub(crate) use thread::{
 // Called from the macros, expanded in the game's crate.
 pub use thread::{context_push, label_fmt};
 
+/// The hooks' callstack capture, for the recorder's own benchmark
+/// (`benches/stack_capture.rs`), not for use: the callstack of this function's caller,
+/// innermost first, at most `out.len()` frames, found as a hook finds it (anchored at this
+/// function's frame). `lo..hi` bound the frame-pointer walk: the calling thread's stack,
+/// or a part of it.
+#[inline(never)]
+pub fn capture_callstack(how: StackCapture, out: &mut [u64], lo: usize, hi: usize) -> usize {
+    let anchor = stack::Anchor::here();
+    // SAFETY: `out` has room for `out.len()` addresses; the caller vouches for `lo..hi`
+    // (the walk reads only words inside it).
+    unsafe { stack::capture(how, out.as_mut_ptr(), out.len(), anchor, lo, hi) }
+}
+
 /// What a session records, copied out of its [`Config`] for the hot path.
 #[derive(Clone, Copy)]
 pub(crate) struct Flags {
@@ -154,6 +167,7 @@ pub(crate) fn stop() -> Option<SessionStats> {
         let mut control = CONTROL.lock().unwrap_or_else(|e| e.into_inner());
         let handle = control.take()?;
         let s = SESSION.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: a non-null session pointer is a leaked session (never freed).
         if let Some(session) = unsafe { s.as_ref() } {
             session.stopping.store(true, Ordering::Release);
             // Wake the writer at once (if the channel is full, it is awake anyway).
@@ -171,6 +185,7 @@ fn install_exit_hook() {
         extern "C" fn at_exit() {
             let _ = stop();
         }
+        // SAFETY: registers a plain `extern "C"` function that takes nothing.
         unsafe { libc::atexit(at_exit) };
     });
 }
@@ -192,7 +207,8 @@ pub(crate) fn auto_start_once() {
     if STATE.load(Ordering::Relaxed) != 0 || STATE.swap(1, Ordering::AcqRel) != 0 {
         return;
     }
-    // getenv reads the environment without allocating.
+    // SAFETY: getenv reads the environment without allocating; the pointer it returns is
+    // read at once, before anything could change the environment.
     let set = unsafe {
         let v = libc::getenv(c"MEMREPLAY_LOG".as_ptr());
         !v.is_null() && *v != 0

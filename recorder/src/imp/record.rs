@@ -24,38 +24,55 @@ pub(crate) const RESOURCE: u8 = 15;
 /// at a character boundary and end in "…".
 pub(crate) const MAX_NAME: usize = 1024;
 
-/// Appends fields at a raw pointer. The caller reserved the space.
+/// Appends fields at a raw pointer. The caller reserved `cap` bytes there (the longest
+/// record it may write) and sizes its records within them; each write checks that in
+/// debug builds.
 pub(crate) struct RecordWriter {
     pub ptr: *mut u8,
     pub len: usize,
+    pub cap: usize,
 }
 
 impl RecordWriter {
+    /// Where the next `n` bytes go.
+    #[inline(always)]
+    fn at(&self, n: usize) -> *mut u8 {
+        debug_assert!(self.len + n <= self.cap, "record of {} bytes past its {} reserved", self.len + n, self.cap);
+        // SAFETY: `len + n <= cap` (checked above in debug builds, guaranteed by the
+        // record sizes in release), and the caller reserved `cap` bytes at `ptr`.
+        unsafe { self.ptr.add(self.len) }
+    }
     #[inline(always)]
     pub fn u8(&mut self, v: u8) {
-        unsafe { self.ptr.add(self.len).write(v) };
+        // SAFETY: `at` points at one writable byte of the reserved space.
+        unsafe { self.at(1).write(v) };
         self.len += 1;
     }
     #[inline(always)]
     pub fn u16(&mut self, v: u16) {
-        unsafe { (self.ptr.add(self.len) as *mut u16).write_unaligned(v.to_le()) };
+        // SAFETY: `at` points at two writable bytes of the reserved space (unaligned).
+        unsafe { (self.at(2) as *mut u16).write_unaligned(v.to_le()) };
         self.len += 2;
     }
     #[inline(always)]
     pub fn u32(&mut self, v: u32) {
-        unsafe { (self.ptr.add(self.len) as *mut u32).write_unaligned(v.to_le()) };
+        // SAFETY: `at` points at four writable bytes of the reserved space (unaligned).
+        unsafe { (self.at(4) as *mut u32).write_unaligned(v.to_le()) };
         self.len += 4;
     }
     #[inline(always)]
     pub fn u64(&mut self, v: u64) {
-        unsafe { (self.ptr.add(self.len) as *mut u64).write_unaligned(v.to_le()) };
+        // SAFETY: `at` points at eight writable bytes of the reserved space (unaligned).
+        unsafe { (self.at(8) as *mut u64).write_unaligned(v.to_le()) };
         self.len += 8;
     }
     /// A u16 length and the bytes of `s`, cut to `MAX_NAME`.
     pub fn name(&mut self, s: &str) {
         let s = cut(s);
         self.u16(s.len() as u16);
-        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.ptr.add(self.len), s.len()) };
+        // SAFETY: `at` points at `s.len()` (at most `MAX_NAME`) writable bytes of the
+        // reserved space, which `s` cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.at(s.len()), s.len()) };
         self.len += s.len();
     }
     /// A u16 length and `args` formatted in place, cut to `MAX_NAME`.
@@ -73,15 +90,22 @@ impl RecordWriter {
             // Mark the cut: replace the tail with "…" on a character boundary.
             const ELLIPSIS: &str = "…";
             let start = self.len - written;
+            // SAFETY: the `written` bytes before `len` were just written by `NameWriter`.
             let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(start), written) };
             let mut keep = written.saturating_sub(ELLIPSIS.len());
             while keep > 0 && (bytes[keep] & 0xC0) == 0x80 {
                 keep -= 1;
             }
+            debug_assert!(start + keep + ELLIPSIS.len() <= self.cap);
+            // SAFETY: `keep + ELLIPSIS.len() <= written`: the ellipsis overwrites bytes of
+            // the name just written, inside the reserved space.
             unsafe { std::ptr::copy_nonoverlapping(ELLIPSIS.as_ptr(), self.ptr.add(start + keep), ELLIPSIS.len()) };
             n = keep + ELLIPSIS.len();
             self.len = start + n;
         }
+        debug_assert!(len_at + 2 <= self.cap);
+        // SAFETY: the two bytes at `len_at` were skipped for this length, inside the
+        // reserved space.
         unsafe { (self.ptr.add(len_at) as *mut u16).write_unaligned((n as u16).to_le()) };
     }
 }
@@ -102,7 +126,9 @@ impl std::fmt::Write for NameWriter<'_> {
         if take < s.len() {
             self.full = true;
         }
-        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.out.ptr.add(self.out.len), take) };
+        // SAFETY: `at` points at `take` (at most `MAX_NAME` in all) writable bytes of the
+        // reserved space, which `s` cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.out.at(take), take) };
         self.out.len += take;
         self.written += take;
         if self.full {
@@ -184,14 +210,14 @@ mod tests {
     #[test]
     fn long_names_are_cut_with_an_ellipsis() {
         let mut buf = vec![0u8; NAME_FIELD + 8];
-        let mut w = RecordWriter { ptr: buf.as_mut_ptr(), len: 0 };
+        let mut w = RecordWriter { ptr: buf.as_mut_ptr(), len: 0, cap: buf.len() };
         let long = "é".repeat(800); // 1600 bytes
         w.name_fmt(format_args!("{long}"));
         let mut r = RecordReader { bytes: &buf, pos: 0 };
         let s = r.name();
         assert!(s.len() <= MAX_NAME && s.ends_with('…'), "{}", s.len());
         assert!(s.starts_with("éé"));
-        let mut w = RecordWriter { ptr: buf.as_mut_ptr(), len: 0 };
+        let mut w = RecordWriter { ptr: buf.as_mut_ptr(), len: 0, cap: buf.len() };
         w.name_fmt(format_args!("{}/{}", "Level", 3));
         assert_eq!(RecordReader { bytes: &buf, pos: 0 }.name(), "Level/3");
     }

@@ -82,10 +82,12 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usi
     {
         let mut fp: usize;
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: reads the frame-pointer register into a local; touches nothing else.
         unsafe {
             std::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
         };
         #[cfg(target_arch = "aarch64")]
+        // SAFETY: reads the frame-pointer register into a local; touches nothing else.
         unsafe {
             std::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags))
         };

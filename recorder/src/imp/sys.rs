@@ -6,6 +6,7 @@
 pub(crate) fn os_thread_id() -> u64 {
     #[cfg(target_os = "linux")]
     {
+        // SAFETY: gettid takes no arguments and cannot fail.
         unsafe { libc::syscall(libc::SYS_gettid) as u64 }
     }
     #[cfg(all(unix, not(target_os = "linux")))]
@@ -22,6 +23,7 @@ pub(crate) fn os_thread_id() -> u64 {
 pub(crate) fn os_thread_name(buf: &mut [u8; 64]) -> usize {
     #[cfg(target_os = "linux")]
     {
+        // SAFETY: PR_GET_NAME writes at most 16 bytes into `buf` (64).
         let r = unsafe { libc::prctl(libc::PR_GET_NAME, buf.as_mut_ptr() as libc::c_ulong, 0, 0, 0) };
         if r != 0 {
             return 0;
@@ -39,6 +41,8 @@ pub(crate) fn os_thread_name(buf: &mut [u8; 64]) -> usize {
 /// On Linux's main thread this reads /proc/self/maps (through libc's malloc, not ours).
 pub(crate) fn stack_bounds() -> (usize, usize) {
     #[cfg(target_os = "linux")]
+    // SAFETY: `attr` is zeroed storage for pthread_getattr_np to fill, destroyed once it
+    // did; the other calls only write the locals they are given.
     unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
@@ -73,6 +77,7 @@ impl ProcessMemoryProbe {
     pub(crate) fn open() -> ProcessMemoryProbe {
         #[cfg(target_os = "linux")]
         {
+            // SAFETY: sysconf only reads system configuration.
             let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
             ProcessMemoryProbe { statm: std::fs::File::open("/proc/self/statm").ok(), page: page.max(1) as u64 }
         }

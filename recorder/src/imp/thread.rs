@@ -56,6 +56,8 @@ impl Drop for ExitFlush {
             let was_busy = l.busy.replace(true);
             let st = l.state.get();
             if !st.is_null() && st != EXITED {
+                // SAFETY: a registered state is leaked (never freed) and only its own
+                // thread touches it; the thread is exiting, with nothing else running on it.
                 let st = unsafe { &mut *st };
                 if ptr::eq(st.session, session()) {
                     st.finish();
@@ -99,6 +101,7 @@ fn with_state(f: impl FnOnce(&mut ThreadState, &Session)) {
     }
     // A reference out of `with` keeps this inlined: `Local` is const-initialised and has
     // no destructor, so its storage lives as long as the thread.
+    // SAFETY: as said above, the thread-local outlives every use on this thread.
     let l: &Local = unsafe { &*LOCAL.with(|l| l as *const Local) };
     if l.busy.get() {
         return;
@@ -109,12 +112,17 @@ fn with_state(f: impl FnOnce(&mut ThreadState, &Session)) {
     let session = unsafe { &*s };
     // One call site of `f`, so that it is inlined.
     let exiting = st == EXITED;
+    // SAFETY: a non-null state other than `EXITED` was registered and leaked (never
+    // freed); only its own thread reads it.
+    let stale = !exiting && (st.is_null() || !ptr::eq(unsafe { (*st).session }, s));
     if exiting {
         st = lock_exiting_stream(session);
-    } else if st.is_null() || !ptr::eq(unsafe { (*st).session }, s) {
+    } else if stale {
         st = register(session);
         l.state.set(st);
     }
+    // SAFETY: `st` is this thread's registered state (or the exiting threads' shared
+    // one, under `EXITING_LOCK`): leaked, and touched by no one else meanwhile.
     f(unsafe { &mut *st }, session);
     if exiting {
         EXITING_LOCK.store(false, Ordering::Release);
@@ -128,6 +136,7 @@ fn register(session: &'static Session) -> *mut ThreadState {
     let _ = EXIT.try_with(|_| ());
     let thread = session.next_thread.fetch_add(1, Ordering::Relaxed);
     let st = Box::into_raw(Box::new(new_state(session, thread)));
+    // SAFETY: just made from a box, and not shared yet.
     let st_ref = unsafe { &mut *st };
     let mut name = [0u8; 64];
     let n = sys::os_thread_name(&mut name);
@@ -141,6 +150,7 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
     session.slots.lock().unwrap_or_else(|e| e.into_inner()).push(slot.clone());
     // Forced: a new thread never waits for buffers held by idle threads.
     let buf = session.pool.take(true);
+    // SAFETY: fresh from the pool, the buffer is this thread's alone.
     unsafe { buf.reset(thread, 0) };
     slot.current.store(buf.0, Ordering::Release);
     let (stack_lo, stack_hi) = sys::stack_bounds();
@@ -163,14 +173,18 @@ fn lock_exiting_stream(session: &'static Session) -> *mut ThreadState {
         backoff.snooze();
     }
     let mut st = STATE.load(Ordering::Relaxed);
-    if st.is_null() || !ptr::eq(unsafe { (*st).session }, session) {
+    // SAFETY: a non-null `STATE` was made from a box and leaked; `EXITING_LOCK` is held.
+    let stale = st.is_null() || !ptr::eq(unsafe { (*st).session }, session);
+    if stale {
         let thread = session.next_thread.fetch_add(1, Ordering::Relaxed);
         st = Box::into_raw(Box::new(new_state(session, thread)));
+        // SAFETY: just made from a box, and not shared yet.
         unsafe { (*st).thread_info(0, "(exiting threads)") };
         STATE.store(st, Ordering::Relaxed);
     }
     // The stream is shared: walk stacks within the calling thread's bounds.
     let (lo, hi) = sys::stack_bounds();
+    // SAFETY: `st` is leaked, and `EXITING_LOCK` (held) keeps every other thread off it.
     unsafe {
         (*st).stack_lo = lo;
         (*st).stack_hi = hi;
@@ -200,13 +214,16 @@ impl ThreadState {
         if self.len + max > BUFFER_CAPACITY {
             self.hand_off();
         }
-        RecordWriter { ptr: unsafe { self.buf.data().add(self.len) }, len: 0 }
+        // SAFETY: `len + max <= BUFFER_CAPACITY` (a fresh buffer holds any record), so the
+        // `max` bytes from `len` lie in the data area, which only this thread writes.
+        RecordWriter { ptr: unsafe { self.buf.data().add(self.len) }, len: 0, cap: max }
     }
 
     /// Publishes the record `w` wrote: the writer may read it from now on.
     #[inline(always)]
     fn commit(&mut self, w: RecordWriter) {
         self.len += w.len;
+        // SAFETY: the buffer is live while this thread holds it; `published` is atomic.
         unsafe { (*self.buf.0).published.store(self.len, Ordering::Release) };
     }
 
@@ -217,11 +234,13 @@ impl ThreadState {
     /// through the channel (and may have recycled).
     #[cold]
     fn hand_off(&mut self) {
+        // SAFETY: sessions are never freed.
         let session = unsafe { &*self.session };
         self.slot.current.store(ptr::null_mut(), Ordering::Release);
         let old = self.buf;
         send(session, old);
         let new = session.pool.take(false);
+        // SAFETY: fresh from the pool, the buffer is this thread's alone.
         unsafe { new.reset(self.slot.thread, self.next_index) };
         self.next_index += 1;
         self.slot.current.store(new.0, Ordering::Release);
@@ -232,8 +251,11 @@ impl ThreadState {
 
     /// The thread ends: its last buffer goes to the writer.
     fn finish(&mut self) {
+        // SAFETY: sessions are never freed.
         let session = unsafe { &*self.session };
         self.slot.current.store(ptr::null_mut(), Ordering::Release);
+        // SAFETY: the buffer is this thread's until it is sent below; the writer reads
+        // `last` only after receiving it.
         unsafe { (*self.buf.0).last = true };
         send(session, self.buf);
     }
@@ -269,6 +291,7 @@ impl ThreadState {
     fn stack(&self, session: &Session, w: &mut RecordWriter, on: bool, anchor: Anchor) {
         let f = &session.flags;
         let n = if on {
+            debug_assert!(w.len + max_stack_bytes(session) <= w.cap, "no room for the callstack");
             // SAFETY: every record that calls this reserved `max_stack_bytes` after its
             // fixed part: the count byte, then room for `depth` addresses.
             unsafe {
@@ -384,6 +407,8 @@ pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usiz
     if free_seq == 0 {
         // Recording started during the realloc: record it as a plain allocation
         // (the old block's free was not numbered, so it cannot be placed exactly).
+        // SAFETY: `align` and `new_size` come from the layout the realloc was given
+        // (its alignment, and a size the allocator accepted for it).
         return on_alloc(new, unsafe { Layout::from_size_align_unchecked(new_size, align) });
     }
     record_realloc(free_seq, old, new, align, new_size);

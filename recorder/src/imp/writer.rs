@@ -346,10 +346,12 @@ impl Writer {
 
     /// Turns the records of `b` from its consumed mark up to `upto` into events.
     fn consume(&mut self, b: BufPtr, upto: usize) {
+        // SAFETY: the writer owns `consumed` of every buffer it received.
         let from = unsafe { (*b.0).consumed };
         if upto <= from {
             return;
         }
+        // SAFETY: `thread` was set before the buffer was published and does not change.
         let thread = unsafe { (*b.0).thread };
         // SAFETY: `from..upto` was published by the owner (release/acquire) and is never
         // written again.
@@ -358,6 +360,7 @@ impl Writer {
         while r.pos < bytes.len() {
             self.record(thread, &mut r);
         }
+        // SAFETY: the writer owns `consumed` of every buffer it received.
         unsafe { (*b.0).consumed = upto };
     }
 
