@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod addr_map;
+mod ids;
 mod memory;
 mod source;
 mod state;
@@ -28,11 +29,12 @@ use std::path::Path;
 
 use memreplay_format::{FileHeader, FormatError, ReadReport};
 
+pub use ids::{FxHasher, FxMap, NodeId, ROOT};
 pub use memory::{ceiling, default_ceiling, over_ceiling, process_limit, set_ceiling, Ceiling, OutOfRoom};
 pub use source::{EventSink, IndexedLog};
 pub use state::{
-    Anomalies, DomainInfo, DomainTotals, Figures, FrameMark, FxHasher, FxMap, Held, Marker, Node, NodeId, Peak,
-    ReplayOptions, ReplayState, Site, Slot, ThreadState, FREED_REMEMBERED, MAX_CONTEXT_DEPTH, ROOT,
+    Anomalies, DomainInfo, DomainTotals, Figures, FrameMark, Held, Marker, Node, Peak, ReplayOptions, ReplayState,
+    Site, Slot, ThreadState, FREED_REMEMBERED, MAX_CONTEXT_DEPTH,
 };
 pub use timeline::{
     Bucket, ContextSeriesKey, ProcessMemory, ProcessSample, Series, Timeline, CONTEXT_SERIES_PER_DOMAIN,

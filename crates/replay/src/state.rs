@@ -19,48 +19,13 @@
 //! Names are kept as string ids and resolved at the end: a thread may use an id whose
 //! definition sits later in the merged order (in another thread's stream).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use memreplay_format::{
     context_flags, DomainKind, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN,
 };
 
 use super::addr_map::AddrMap;
+use super::ids::{FxMap, NodeId, ROOT};
 use super::timeline::{ProcessMemory, ProcessSample, Timeline};
-
-/// Index of a context node; [`ROOT`] is the tree's root (no context).
-pub type NodeId = u32;
-/// The root of every context tree: allocations outside any context.
-pub const ROOT: NodeId = 0;
-
-/// FxHash for addresses and ids: the replay loop's maps are its hottest code.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A `HashMap` with [`FxHasher`]: the replay's keys are small integers.
-pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Figures of a slot (or of any sum of slots).
 ///

@@ -14,7 +14,7 @@
 //! [`ProcessMemory`]: they come from the recorder's metadata stream, which the merge
 //! hands out last, so they are placed by their own time rather than by the clock.
 
-use super::state::NodeId;
+use super::ids::NodeId;
 
 /// Buckets per series, at most (and at least half of it once the log is long enough).
 pub const TIMELINE_BUCKETS: usize = 1024;
