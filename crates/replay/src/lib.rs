@@ -20,7 +20,10 @@
 
 mod addr_map;
 mod ids;
+mod live;
 mod memory;
+mod model;
+mod queries;
 mod source;
 mod state;
 mod timeline;
@@ -30,12 +33,14 @@ use std::path::Path;
 use memreplay_format::{FileHeader, FormatError, ReadReport};
 
 pub use ids::{FxHasher, FxMap, NodeId, ROOT};
+pub use live::FREED_REMEMBERED;
 pub use memory::{ceiling, default_ceiling, over_ceiling, process_limit, set_ceiling, Ceiling, OutOfRoom};
-pub use source::{EventSink, IndexedLog};
-pub use state::{
-    Anomalies, DomainInfo, DomainTotals, Figures, FrameMark, Held, Marker, Node, Peak, ReplayOptions, ReplayState,
-    Site, Slot, ThreadState, FREED_REMEMBERED, MAX_CONTEXT_DEPTH,
+pub use model::{
+    Anomalies, DomainInfo, DomainTotals, Figures, FrameMark, Held, Marker, Node, Peak, ReplayOptions, Site, Slot,
+    ThreadState, MAX_CONTEXT_DEPTH,
 };
+pub use source::{EventSink, IndexedLog};
+pub use state::ReplayState;
 pub use timeline::{
     Bucket, ContextSeriesKey, ProcessMemory, ProcessSample, Series, Timeline, CONTEXT_SERIES_PER_DOMAIN,
     TIMELINE_BUCKETS,

@@ -14,351 +14,21 @@
 //!   a slot records what it held at the labels placed since its last change, when it
 //!   next changes, so a label costs nothing and is read back by [`ReplayState::held_at`].
 //! - Live allocations are kept per domain in an `AddrMap`; a free leaves a tombstone, so
-//!   a second free of the address is known for a double free (see [`FREED_REMEMBERED`]).
+//!   a second free of the address is known for a double free (see
+//!   [`crate::FREED_REMEMBERED`]).
 //!
 //! Names are kept as string ids and resolved at the end: a thread may use an id whose
 //! definition sits later in the merged order (in another thread's stream).
 
-use memreplay_format::{
-    context_flags, DomainKind, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN,
-};
+use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN};
 
-use super::addr_map::AddrMap;
 use super::ids::{FxMap, NodeId, ROOT};
+use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, BIG};
+use super::model::{
+    Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, Marker, Node, Peak, PointsHeld, ReplayOptions, Site,
+    Slot, ThreadState, MAX_CONTEXT_DEPTH,
+};
 use super::timeline::{ProcessMemory, ProcessSample, Timeline};
-
-/// Figures of a slot (or of any sum of slots).
-///
-/// Byte figures are kept modulo 2^64 (`wrapping_add`, `wrapping_sub`): exact for any log
-/// a process could write, and for a corrupt one (sizes near `u64::MAX`) wrong figures
-/// rather than a panic; an allocation that runs past the top of the address space is
-/// also counted in [`Anomalies::impossible_sizes`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Figures {
-    /// Bytes and allocations live now.
-    pub live_bytes: u64,
-    /// Allocations live now.
-    pub live_count: u64,
-    /// Everything ever allocated.
-    pub total_bytes: u64,
-    /// Allocations ever made.
-    pub total_count: u64,
-    /// Allocations freed before their thread allocated anything else (heaptrack's
-    /// definition of a temporary).
-    pub temp_bytes: u64,
-    /// Temporaries (see `temp_bytes`).
-    pub temp_count: u64,
-    /// Of the live allocations that reported their usage: bytes used, and their capacity.
-    pub used_bytes: u64,
-    /// Capacity of the live allocations that reported their usage.
-    pub usage_capacity: u64,
-}
-
-impl Figures {
-    /// Adds `o`'s figures to these (modulo 2^64).
-    pub fn add(&mut self, o: &Figures) {
-        self.live_bytes = self.live_bytes.wrapping_add(o.live_bytes);
-        self.live_count = self.live_count.wrapping_add(o.live_count);
-        self.total_bytes = self.total_bytes.wrapping_add(o.total_bytes);
-        self.total_count = self.total_count.wrapping_add(o.total_count);
-        self.temp_bytes = self.temp_bytes.wrapping_add(o.temp_bytes);
-        self.temp_count = self.temp_count.wrapping_add(o.temp_count);
-        self.used_bytes = self.used_bytes.wrapping_add(o.used_bytes);
-        self.usage_capacity = self.usage_capacity.wrapping_add(o.usage_capacity);
-    }
-}
-
-/// What a slot held at one point in time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Held {
-    /// Bytes held.
-    pub bytes: u64,
-    /// Allocations held.
-    pub count: u64,
-    /// Bytes used of the held allocations that reported their usage.
-    pub used_bytes: u64,
-    /// Capacity of the held allocations that reported their usage.
-    pub usage_capacity: u64,
-}
-
-impl Held {
-    fn of(f: &Figures) -> Held {
-        Held { bytes: f.live_bytes, count: f.live_count, used_bytes: f.used_bytes, usage_capacity: f.usage_capacity }
-    }
-
-    /// Adds `o`'s figures to these (modulo 2^64).
-    pub fn add(&mut self, o: &Held) {
-        self.bytes = self.bytes.wrapping_add(o.bytes);
-        self.count = self.count.wrapping_add(o.count);
-        self.used_bytes = self.used_bytes.wrapping_add(o.used_bytes);
-        self.usage_capacity = self.usage_capacity.wrapping_add(o.usage_capacity);
-    }
-}
-
-/// What a slot or a site held at its domain's latest peak, copied lazily: the first time
-/// its figures change after the peak rose (the domain's peak count `epoch` moved on).
-#[derive(Debug, Clone, Copy, Default)]
-struct AtPeak {
-    held: Held,
-    epoch: u64,
-}
-
-impl AtPeak {
-    /// Before `now` changes, with the domain at peak number `epoch`.
-    #[inline]
-    fn before_change(&mut self, now: &Figures, epoch: u64) {
-        if self.epoch != epoch {
-            self.held = Held::of(now);
-            self.epoch = epoch;
-        }
-    }
-
-    /// What it held at peak number `epoch`, its figures being `now`.
-    fn get(&self, now: &Figures, epoch: u64) -> Held {
-        if self.epoch == epoch {
-            self.held
-        } else {
-            // Unchanged since the peak.
-            Held::of(now)
-        }
-    }
-}
-
-/// Figures of one (context, domain, thread).
-///
-/// Laid out as two cache lines, aligned: a free updates the slot of the allocation it
-/// ends, which is anywhere in the table, so the slot costs two misses, never three.
-#[derive(Debug, Clone, Default)]
-#[repr(C, align(64))]
-pub struct Slot {
-    /// Its figures now (at the end, once the replay is finished).
-    pub now: Figures,
-    at_peak: AtPeak,
-    /// Snapshot points (labels, the frame asked for) placed when it last changed: it has
-    /// held `now` at every point since.
-    points_seen: u32,
-    /// Its top-level context's series in the timeline.
-    series: u32,
-    /// Its context node.
-    pub node: NodeId,
-    /// Its domain's id in the log.
-    pub domain: u32,
-    /// The stream id of its thread.
-    pub thread: u32,
-    /// Index of its domain in `ReplayState::domains`.
-    dom: u32,
-}
-
-/// A context node.
-#[derive(Debug, Clone)]
-pub struct Node {
-    /// Its parent node (the root's is itself).
-    pub parent: NodeId,
-    /// Context type id and name string id (0 for the root).
-    pub ty: u32,
-    /// See `ty`.
-    pub name: u32,
-    /// Entries of this context; `instances`: entries flagged as instances.
-    pub entries: u64,
-    /// See `entries`.
-    pub instances: u64,
-    /// Its children, a list in creation order: the first and last, and each child's next
-    /// sibling (`ROOT`: none; the root is nobody's child). Links rather than a list per
-    /// node keep a node at 40 bytes.
-    first_child: NodeId,
-    last_child: NodeId,
-    next_sibling: NodeId,
-}
-
-/// A live allocation: 24 bytes, so that with its address an entry of the live-allocation
-/// map is 32 bytes, two to a cache line and never across two: the replay's cost is
-/// mostly the cache misses of that map. Container usage is kept aside
-/// (`ReplayState::used`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Live {
-    size: u64,
-    /// Its sequence number: when it was made, and which of its thread's allocations is
-    /// the latest (for temporaries).
-    seq: u64,
-    slot: u32,
-    /// Index into `ReplayState::sites`, and [`Live::USAGE_REPORTED`].
-    site_and_flag: u32,
-}
-
-/// A domain's running totals and where its peak was.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DomainTotals {
-    /// The domain's id in the log.
-    pub id: u32,
-    /// Bytes live now.
-    pub live_bytes: u64,
-    /// Allocations live now.
-    pub live_count: u64,
-    /// Bytes ever allocated.
-    pub total_bytes: u64,
-    /// Allocations ever made.
-    pub total_count: u64,
-    /// Its peak of live bytes.
-    pub peak: Peak,
-    /// Number of times the peak rose (the epoch of the lazy peak snapshots).
-    epoch: u64,
-}
-
-/// Where a domain's memory peaked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Peak {
-    /// Live bytes at the peak.
-    pub bytes: u64,
-    /// Live allocations at the peak.
-    pub count: u64,
-    /// Sequence number of the event that reached it.
-    pub seq: u64,
-    /// Clock ticks then (the latest reading of any thread).
-    pub time_ns: u64,
-    /// The frame in progress, and the last label before the peak.
-    pub frame: Option<u64>,
-    /// See `frame`.
-    pub after_label: Option<u32>,
-}
-
-/// Per-thread replay state.
-#[derive(Debug, Clone, Default)]
-pub struct ThreadState {
-    /// The stream id of the thread in the log.
-    pub id: u32,
-    /// The OS thread id, from its `ThreadInfo` record (0 if none).
-    pub os_tid: u64,
-    /// String id of its name (0 = unnamed).
-    pub name: u32,
-    /// Events of the thread (complete once the replay is finished).
-    pub events: u64,
-    contexts: Vec<NodeId>,
-    /// Pushes past [`MAX_CONTEXT_DEPTH`] not popped yet (not followed).
-    too_deep: u64,
-    /// Attach targets; `None` for an attach whose address no live allocation contains.
-    attaches: Vec<Option<NodeId>>,
-    /// The sequence number of its latest allocation (an allocation freed while it is
-    /// still its thread's latest is a temporary).
-    last_alloc: Option<u64>,
-    time_ns: u64,
-    /// The slot of its latest allocation: (node, domain index, slot). Most allocations
-    /// go to the same slot as the one before, which spares the slot lookup.
-    last_slot: Option<(NodeId, u32, u32)>,
-}
-
-/// A named point in time; [`ReplayState::held_at`] tells what every slot held there.
-#[derive(Debug, Clone)]
-pub struct Marker {
-    /// String id of the label's name.
-    pub name: u32,
-    /// Sequence number of the label.
-    pub seq: u64,
-    /// Clock ticks at the label (its thread's last reading).
-    pub time_ns: u64,
-    /// The frame in progress.
-    pub frame: Option<u64>,
-    /// Its number among the snapshot points.
-    point: u32,
-}
-
-/// What a slot held at the snapshot points `from..to` (it changed at neither end).
-#[derive(Debug, Clone, Copy)]
-struct PointsHeld {
-    slot: u32,
-    from: u32,
-    to: u32,
-    held: Held,
-}
-
-/// A frame start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameMark {
-    /// The frame number.
-    pub frame: u64,
-    /// Sequence number of the frame start.
-    pub seq: u64,
-    /// Clock ticks at the frame start (its thread's last reading).
-    pub time_ns: u64,
-}
-
-/// Things in the log that do not add up, counted rather than fatal.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Anomalies {
-    /// Frees of addresses never allocated while recording (allocated before the start).
-    pub untracked_frees: u64,
-    /// Frees of addresses already freed and not allocated again.
-    pub double_frees: u64,
-    /// Allocations at an address that was still live (the older one is dropped).
-    pub overlapping_allocs: u64,
-    /// Attaches to an address no live allocation contains (their allocations stay in
-    /// the thread's own context).
-    pub unresolved_attaches: u64,
-    /// Context or attach pops with nothing to pop.
-    pub unbalanced_pops: u64,
-    /// Usage reports for addresses with no live allocation.
-    pub usage_without_allocation: u64,
-    /// Allocations that run past the top of the address space (`addr + size` > 2^64):
-    /// a corrupt log. They are replayed all the same; the byte figures that hold them
-    /// are wrong (see [`Figures`]).
-    pub impossible_sizes: u64,
-}
-
-/// A domain as defined in the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DomainInfo {
-    /// String id of its name.
-    pub name: u32,
-    /// What memory it is (heap, pool, GPU, ...).
-    pub kind: DomainKind,
-    /// Its size in bytes, 0 if unbounded or unknown.
-    pub capacity: u64,
-    /// The domain it sub-allocates from (a pool inside the heap), if any.
-    pub parent: Option<u32>,
-}
-
-/// Figures of one allocation site (callstack), per domain.
-///
-/// Aligned to cache lines, with what every allocation and free touches in the first two
-/// (see [`Slot`]).
-#[derive(Debug, Clone, Default)]
-#[repr(C, align(64))]
-pub struct Site {
-    /// Its figures now (at the end, once the replay is finished).
-    pub now: Figures,
-    at_peak: AtPeak,
-    /// (frees, bytes) of this site's blocks freed without a callstack, and by free
-    /// callstack id for the others: kept apart so that a log without free callstacks
-    /// never touches the map (see [`Site::frees_by_stack`]).
-    freed_without_stack: (u64, u64),
-    /// Its allocation callstack id (0: none).
-    pub stack: u32,
-    /// Its domain's id in the log.
-    pub domain: u32,
-    /// Index of its domain in `ReplayState::domains`.
-    dom: u32,
-    freed_from: FxMap<u32, (u64, u64)>,
-}
-
-impl Site {
-    /// Where this site's blocks were freed: (free callstack id, or 0 for none; frees, bytes).
-    pub fn frees_by_stack(&self) -> impl Iterator<Item = (u32, (u64, u64))> + '_ {
-        let none = (self.freed_without_stack.0 > 0).then_some((0, self.freed_without_stack));
-        none.into_iter().chain(self.freed_from.iter().map(|(&k, &v)| (k, v)))
-    }
-}
-
-/// Options that change what the replay keeps.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReplayOptions {
-    /// Keep a snapshot at the start of this frame (labels always get one).
-    pub snapshot_frame: Option<u64>,
-}
-
-/// Deepest context nesting the replay follows, per thread (README, "Limits"). Pushes past
-/// it are counted, not followed, and the commands refuse the log
-/// ([`ReplayState::too_deep`]): every walk of the context tree and every context path
-/// stays within it.
-pub const MAX_CONTEXT_DEPTH: usize = 1_000;
 
 /// Everything the replay rebuilt. Reports read this, never the log.
 #[derive(Debug, Clone, Default)]
@@ -368,10 +38,10 @@ pub struct ReplayState {
     /// Figures per (context, domain, thread).
     pub slots: Vec<Slot>,
     /// Threads, in order of first appearance (see [`ReplayState::threads`]).
-    threads: Vec<ThreadState>,
+    pub(crate) threads: Vec<ThreadState>,
     /// Domains that saw an allocation or free, in order of first appearance (see
     /// [`ReplayState::domains`]); `live` is indexed alike.
-    domains: Vec<DomainTotals>,
+    pub(crate) domains: Vec<DomainTotals>,
     /// Domains as the log defined them, by id.
     pub domain_info: FxMap<u32, DomainInfo>,
     /// The log's strings, by id.
@@ -399,240 +69,48 @@ pub struct ReplayState {
     /// The latest clock reading of any thread, in ticks.
     pub end_time_ns: u64,
     /// The deepest context nesting seen past [`MAX_CONTEXT_DEPTH`], 0 if none.
-    deepest_refused: u64,
+    pub(crate) deepest_refused: u64,
     /// Heap in use and the ceiling, if the replay stopped at the memory ceiling.
-    out_of_room: Option<(u64, u64)>,
-    options: ReplayOptions,
-    children: FxMap<(NodeId, u32, u32), NodeId>,
-    slot_index: FxMap<(NodeId, u32, u32), u32>,
-    site_index: FxMap<(u32, u32), u32>,
+    pub(crate) out_of_room: Option<(u64, u64)>,
+    pub(crate) options: ReplayOptions,
+    pub(crate) children: FxMap<(NodeId, u32, u32), NodeId>,
+    pub(crate) slot_index: FxMap<(NodeId, u32, u32), u32>,
+    pub(crate) site_index: FxMap<(u32, u32), u32>,
     /// Site index of (stack, heap) for stack ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
-    heap_sites: Vec<u32>,
-    thread_index: FxMap<u32, u32>,
+    pub(crate) heap_sites: Vec<u32>,
+    pub(crate) thread_index: FxMap<u32, u32>,
     /// The last thread looked up: (id, index). Events come in runs of one thread.
-    last_thread: Option<(u32, u32)>,
+    pub(crate) last_thread: Option<(u32, u32)>,
     /// `events` when the last thread's run began (see [`ReplayState::counted`]).
-    events_counted_by_thread: u64,
-    domain_index: FxMap<u32, u32>,
+    pub(crate) events_counted_by_thread: u64,
+    pub(crate) domain_index: FxMap<u32, u32>,
     /// Index in `domains` of domain ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
-    direct_domains: Vec<u32>,
+    pub(crate) direct_domains: Vec<u32>,
     /// The heap's index in `domains` plus one (0 until it is seen).
-    heap_index_plus_one: u32,
-    live: Vec<LiveAllocations>,
+    pub(crate) heap_index_plus_one: u32,
+    pub(crate) live: Vec<LiveAllocations>,
     /// Bytes used of the live heap allocations that reported their usage.
-    used: FxMap<u64, u64>,
+    pub(crate) used: FxMap<u64, u64>,
     /// Live heap allocations for which [`indexed`] holds, by address, for attaches to
     /// interior pointers (the others are found by probing back from the address).
-    big: InteriorIndex,
-    current_frame: Option<u64>,
-    last_label: Option<u32>,
+    pub(crate) big: InteriorIndex,
+    pub(crate) current_frame: Option<u64>,
+    pub(crate) last_label: Option<u32>,
     /// Snapshot points placed so far, and what slots held at them (see `touch`).
-    points: u32,
-    points_held: Vec<PointsHeld>,
-    timeline: Timeline,
-    process_memory: ProcessMemory,
+    pub(crate) points: u32,
+    pub(crate) points_held: Vec<PointsHeld>,
+    pub(crate) timeline: Timeline,
+    pub(crate) process_memory: ProcessMemory,
     /// Set by [`ReplayState::finish`]: no more events come.
-    finished: bool,
+    pub(crate) finished: bool,
     /// Every node's path, made the first time a path is asked for once the replay is
     /// finished: reports ask for thousands, and each made alone walks up to the root.
-    paths: std::sync::OnceLock<Vec<String>>,
+    pub(crate) paths: std::sync::OnceLock<Vec<String>>,
 }
 
 /// Ids (stacks, domains) below this are looked up in plain tables, the rest in maps: the
 /// recorder numbers them from 1, a foreign log might not.
 const DIRECT_IDS: usize = 1 << 16;
-
-/// Heap allocations of at least this size are indexed for interior-pointer lookups;
-/// smaller ones are found by probing back from the address, at most `BIG / 8` lookups.
-/// Attaches are rare and allocations are many: the index is what every allocation pays.
-const BIG: u64 = 4096;
-
-/// Freed addresses are remembered (to tell a double free from a free of memory allocated
-/// before the recording) for at least this many frees of their domain.
-pub const FREED_REMEMBERED: u64 = 1 << 16;
-
-/// What a free found at its address.
-enum Freed {
-    /// The live allocation it ends.
-    Live(Live),
-    /// The address was freed already and not allocated again.
-    Again,
-    /// Nothing known: memory allocated before the recording (or freed so long ago that
-    /// the address was forgotten, see [`FREED_REMEMBERED`]).
-    Unknown,
-}
-
-/// One domain's live allocations by address, plus a tombstone for each address freed
-/// since it was last allocated. The tombstone costs nothing extra: a free finds the entry
-/// anyway, and marks it instead of removing it, so the replay probes the map once per
-/// event. When the table is full, tombstones are a quarter of its entries or more and at
-/// least half of them are older than [`FREED_REMEMBERED`] frees, those are swept instead
-/// of growing the table, which bounds
-/// memory by the live allocations (and a constant). Sweeping only a full table (rather
-/// than whenever tombstones pile up) matters: each sweep rewrites the whole table, tens
-/// of megabytes at a few hundred thousand live allocations, and with malloc-like address
-/// reuse most frees leave a tombstone that the next allocation there takes over, so the
-/// table rarely fills.
-#[derive(Debug, Clone, Default)]
-struct LiveAllocations {
-    map: AddrMap<Live>,
-    /// Tombstones in `map`.
-    freed: u64,
-    /// Frees so far: a tombstone's `seq` is the count at its free.
-    frees: u64,
-}
-
-impl Live {
-    /// `slot` of a tombstone.
-    const FREED: u32 = u32::MAX;
-    /// A bit of `site_and_flag`: the allocation reported its usage (it is in
-    /// `ReplayState::used`), so a free looks there only then. (Sites are far fewer.)
-    const USAGE_REPORTED: u32 = 1 << 31;
-
-    #[inline(always)]
-    fn site(&self) -> u32 {
-        self.site_and_flag & !Live::USAGE_REPORTED
-    }
-
-    #[inline(always)]
-    fn usage_reported(&self) -> bool {
-        self.site_and_flag & Live::USAGE_REPORTED != 0
-    }
-
-    #[inline]
-    fn is_live(&self) -> bool {
-        self.slot != Live::FREED
-    }
-}
-
-impl LiveAllocations {
-    /// Records a live allocation; returns the live one it replaces, if the log says that
-    /// address was still live.
-    #[inline(always)]
-    fn insert(&mut self, addr: u64, live: Live) -> Option<Live> {
-        match self.entry(addr) {
-            (old, true) if old.is_live() => Some(std::mem::replace(old, live)),
-            (old, true) => {
-                *old = live;
-                self.freed -= 1;
-                None
-            }
-            (new, false) => {
-                *new = live;
-                None
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn free(&mut self, addr: u64) -> Freed {
-        self.frees += 1;
-        let tombstone = Live { size: 0, seq: self.frees, slot: Live::FREED, site_and_flag: 0 };
-        let found = match self.entry(addr) {
-            (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
-            (_, true) => return Freed::Again,
-            (l, false) => {
-                *l = tombstone;
-                Freed::Unknown
-            }
-        };
-        self.freed += 1;
-        found
-    }
-
-    /// The entry of `addr`, added if absent (see [`AddrMap::entry`]); whether it was there.
-    #[inline(always)]
-    fn entry(&mut self, addr: u64) -> (&mut Live, bool) {
-        self.make_room();
-        if addr == u64::MAX {
-            self.map.entry(addr)
-        } else {
-            self.map.entry_in_room(addr)
-        }
-    }
-
-    /// Before an entry may be added: a full table is swept of old tombstones rather than
-    /// grown, if they are many (at most [`FREED_REMEMBERED`] tombstones are recent).
-    #[inline(always)]
-    fn make_room(&mut self) {
-        if self.map.is_full() {
-            self.sweep_or_grow();
-        }
-    }
-
-    #[inline(never)]
-    fn sweep_or_grow(&mut self) {
-        if self.freed >= 2 * FREED_REMEMBERED && self.freed * 4 >= self.map.len() as u64 {
-            self.sweep();
-        }
-        if self.map.is_full() {
-            self.map.grow();
-        }
-    }
-
-    #[inline(never)]
-    fn sweep(&mut self) {
-        let oldest_kept = self.frees.saturating_sub(FREED_REMEMBERED);
-        self.map.retain(|l| l.is_live() || l.seq > oldest_kept);
-        self.freed = self.map.iter().filter(|(_, l)| !l.is_live()).count() as u64;
-    }
-
-    #[inline]
-    fn get(&self, addr: u64) -> Option<&Live> {
-        self.map.get(addr).filter(|l| l.is_live())
-    }
-
-    fn get_mut(&mut self, addr: u64) -> Option<&mut Live> {
-        self.map.get_mut(addr).filter(|l| l.is_live())
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (u64, &Live)> + '_ {
-        self.map.iter().filter(|(_, l)| l.is_live())
-    }
-}
-
-/// Live heap allocations that `owner_of` cannot find by probing back from an address
-/// (see [`indexed`]), for attaches to interior pointers. Attaches are rare and
-/// allocations many, so an allocation only appends its address here and a free does
-/// nothing: the live map is the truth, and the index is sorted and cleaned of addresses
-/// no longer live (or no longer indexed) when an attach asks, or when it has grown to
-/// twice what it held after the last cleaning (so its memory stays proportional to the
-/// live allocations).
-#[derive(Debug, Clone, Default)]
-struct InteriorIndex {
-    /// Sorted and clean as of the last cleaning.
-    sorted: Vec<u64>,
-    /// Appended since.
-    pending: Vec<u64>,
-}
-
-impl InteriorIndex {
-    #[inline]
-    fn add(&mut self, addr: u64, heap: &LiveAllocations) {
-        self.pending.push(addr);
-        if self.pending.len() >= (2 * self.sorted.len()).max(4096) {
-            self.clean(heap);
-        }
-    }
-
-    #[inline(never)]
-    fn clean(&mut self, heap: &LiveAllocations) {
-        self.sorted.append(&mut self.pending);
-        self.sorted.sort_unstable();
-        self.sorted.dedup();
-        self.sorted.retain(|&a| heap.get(a).is_some_and(|l| indexed(a, l.size)));
-    }
-
-    /// The live indexed allocation containing `addr`.
-    fn find<'h>(&mut self, addr: u64, heap: &'h LiveAllocations) -> Option<&'h Live> {
-        if !self.pending.is_empty() {
-            self.clean(heap);
-        }
-        let i = self.sorted.partition_point(|&a| a <= addr);
-        let base = *self.sorted.get(i.checked_sub(1)?)?;
-        heap.get(base).filter(|l| addr < base.wrapping_add(l.size))
-    }
-}
 
 /// Who freed an allocation: its thread (stream id) and that thread's latest allocation
 /// then, and the free callstack (0 = none).
@@ -665,13 +143,6 @@ fn points_passed(s: &mut Slot, slot_id: u32, points: u32, points_held: &mut Vec<
     s.points_seen = points;
 }
 
-/// Whether a heap allocation goes in the interior-pointer index: a big one, or one whose
-/// start is not 8-byte aligned (the probe in `owner_of` only visits aligned starts).
-#[inline]
-fn indexed(addr: u64, size: u64) -> bool {
-    size >= BIG || addr % 8 != 0
-}
-
 impl Node {
     fn new(parent: NodeId, ty: u32, name: u32) -> Node {
         Node { parent, ty, name, entries: 0, instances: 0, first_child: ROOT, last_child: ROOT, next_sibling: ROOT }
@@ -679,15 +150,6 @@ impl Node {
 }
 
 impl ReplayState {
-    /// The children of `node`, in creation order.
-    pub fn children(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        let first = self.nodes[node as usize].first_child;
-        std::iter::successors((first != ROOT).then_some(first), |&c| {
-            let next = self.nodes[c as usize].next_sibling;
-            (next != ROOT).then_some(next)
-        })
-    }
-
     /// An empty state: the root context only.
     pub fn new(options: ReplayOptions) -> Self {
         let mut s = ReplayState { options, ..Default::default() };
@@ -720,65 +182,6 @@ impl ReplayState {
             self.out_of_room = crate::over_ceiling();
         }
         self.out_of_room.is_some()
-    }
-
-    /// Heap in use and the ceiling, if the replay stopped at the memory ceiling: its
-    /// figures cover only the events before.
-    pub fn out_of_room(&self) -> Option<(u64, u64)> {
-        self.out_of_room
-    }
-
-    /// What the state holds, by part: (what, bytes of heap, how many), largest first.
-    /// Estimated from lengths and capacities (allocator overhead not counted), to say
-    /// what grew when a log takes more memory than a command may use.
-    pub fn memory_by_part(&self) -> Vec<(&'static str, u64, u64)> {
-        use std::mem::size_of;
-        let n = |v: usize| v as u64;
-        // A hash map entry, with a load factor of 7/8 and a control byte.
-        let map = |len: usize, entry: usize| n(len) * (n(entry) + 1) * 8 / 7;
-        let vec_bytes = |cap: usize, each: usize| n(cap) * n(each);
-        let mut parts = vec![
-            (
-                "live allocations",
-                self.live.iter().map(|l| l.map.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
-                self.live.iter().map(|l| n(l.map.len())).sum(),
-            ),
-            (
-                "callstacks",
-                self.stacks.values().map(|f| vec_bytes(f.capacity(), 8)).sum::<u64>()
-                    + map(self.stacks.len(), 4 + size_of::<Vec<u64>>()),
-                n(self.stacks.len()),
-            ),
-            (
-                "strings",
-                self.strings.values().map(|t| n(t.capacity())).sum::<u64>()
-                    + map(self.strings.len(), 4 + size_of::<String>()),
-                n(self.strings.len()),
-            ),
-            (
-                "context nodes",
-                vec_bytes(self.nodes.capacity(), size_of::<Node>())
-                    + map(self.children.len(), 16)
-                    + map(self.slot_index.len(), 16),
-                n(self.nodes.len()),
-            ),
-            ("context slots", vec_bytes(self.slots.capacity(), size_of::<Slot>()), n(self.slots.len())),
-            ("allocation sites", vec_bytes(self.sites.capacity(), size_of::<Site>()), n(self.sites.len())),
-            (
-                "labels",
-                vec_bytes(self.labels.capacity(), size_of::<Marker>())
-                    + vec_bytes(self.points_held.capacity(), size_of::<PointsHeld>()),
-                n(self.labels.len()),
-            ),
-            ("frame markers", vec_bytes(self.frames.capacity(), size_of::<FrameMark>()), n(self.frames.len())),
-            (
-                "resource descriptors",
-                map(self.resources.len(), 12 + size_of::<ResourceDesc>()),
-                n(self.resources.len()),
-            ),
-        ];
-        parts.sort_by_key(|&(_, bytes, _)| std::cmp::Reverse(bytes));
-        parts
     }
 
     /// Applies one record of stream `thread`, in global order (`block` holds the events its `Event` records refer to).
@@ -1006,7 +409,7 @@ impl ReplayState {
 
     /// The index of domain `id` in `domains` (and `live`), if it was seen.
     #[inline(always)]
-    fn domain_index(&self, id: u32) -> Option<u32> {
+    pub(crate) fn domain_index(&self, id: u32) -> Option<u32> {
         if id == HEAP_DOMAIN && self.heap_index_plus_one != 0 {
             // The domain of nearly every event, resolved with one load.
             return Some(self.heap_index_plus_one - 1);
@@ -1172,16 +575,6 @@ impl ReplayState {
         node
     }
 
-    /// Memory over time, per domain and per top-level context.
-    pub fn timeline(&self) -> &Timeline {
-        &self.timeline
-    }
-
-    /// What the OS saw of the process over time, if the recorder sampled it.
-    pub fn process_memory(&self) -> &ProcessMemory {
-        &self.process_memory
-    }
-
     fn usage(&mut self, addr: u64, used: u64) {
         let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d as usize].get_mut(addr));
         let Some(live) = live else {
@@ -1235,55 +628,6 @@ impl ReplayState {
         Marker { name, seq, time_ns, frame: self.current_frame, point }
     }
 
-    /// (slot, what it held) at `marker`, for every slot that held something, by slot.
-    pub fn held_at(&self, marker: &Marker) -> Vec<(u32, Held)> {
-        let p = marker.point;
-        let mut held: Vec<(u32, Held)> = self
-            .points_held
-            .iter()
-            .filter(|h| h.from <= p && p < h.to)
-            .map(|h| (h.slot, h.held))
-            .chain(
-                // Unchanged since the point.
-                self.slots
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.points_seen <= p && s.now.live_count > 0)
-                    .map(|(i, s)| (i as u32, Held::of(&s.now))),
-            )
-            .collect();
-        held.sort_unstable_by_key(|&(slot, _)| slot);
-        held
-    }
-
-    /// What slot `slot` held at its domain's peak.
-    pub fn held_at_peak(&self, slot: u32) -> Held {
-        let s = &self.slots[slot as usize];
-        s.at_peak.get(&s.now, self.domains[s.dom as usize].epoch)
-    }
-
-    /// What site `site` (an index in [`ReplayState::sites`]) held at its domain's peak.
-    pub fn site_held_at_peak(&self, site: usize) -> Held {
-        let s = &self.sites[site];
-        s.at_peak.get(&s.now, self.domains[s.dom as usize].epoch)
-    }
-
-    /// Live heap allocations that reported their usage: (address, capacity, used, slot, stack).
-    pub fn live_containers(&self) -> impl Iterator<Item = (u64, u64, u64, u32, u32)> + '_ {
-        let heap = self.domain_index(HEAP_DOMAIN).map(|d| &self.live[d as usize]);
-        self.used.iter().filter_map(move |(&addr, &used)| {
-            let l = heap?.get(addr)?;
-            Some((addr, l.size, used, l.slot, self.sites[l.site() as usize].stack))
-        })
-    }
-
-    /// Every live allocation: (domain, address, size, slot, stack, seq).
-    pub fn live_allocations(&self) -> impl Iterator<Item = (u32, u64, u64, u32, u32, u64)> + '_ {
-        self.live.iter().zip(&self.domains).flat_map(move |(m, d)| {
-            m.iter().map(move |(addr, l)| (d.id, addr, l.size, l.slot, self.sites[l.site() as usize].stack, l.seq))
-        })
-    }
-
     /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.
     #[inline(always)]
     fn site(&mut self, stack: u32, domain: u32, dom: u32) -> u32 {
@@ -1317,123 +661,17 @@ impl ReplayState {
         id
     }
 
-    /// Threads, in order of first appearance in the replay.
-    pub fn threads(&self) -> impl Iterator<Item = &ThreadState> + '_ {
-        self.threads.iter()
-    }
-
-    /// Thread `id` (a stream id of the log), if it had events.
-    pub fn thread(&self, id: u32) -> Option<&ThreadState> {
-        self.thread_index.get(&id).map(|&i| &self.threads[i as usize])
-    }
-
-    /// Domains that allocated, in order of first allocation.
-    pub fn domains(&self) -> impl Iterator<Item = &DomainTotals> + '_ {
-        self.domains.iter().filter(|d| d.total_count > 0)
-    }
-
-    /// The totals of domain `id`, if it allocated.
-    pub fn domain(&self, id: u32) -> Option<&DomainTotals> {
-        self.domain_index(id).map(|i| &self.domains[i as usize]).filter(|d| d.total_count > 0)
-    }
-
-    /// A string by id, or a placeholder naming the id when the log never defined it.
-    pub fn string(&self, id: u32) -> String {
-        match self.strings.get(&id) {
-            Some(s) => s.clone(),
-            None if id == 0 => String::new(),
-            None => format!("<string #{id}>"),
-        }
-    }
-
-    /// A context node's type and name.
-    pub fn node_label(&self, node: NodeId) -> (String, String) {
-        if node == ROOT {
-            return (String::new(), "(no context)".into());
-        }
-        let n = &self.nodes[node as usize];
-        let ty = self.context_types.get(&n.ty).map_or_else(|| format!("<type #{}>", n.ty), |&s| self.string(s));
-        (ty, self.string(n.name))
-    }
-
     /// Says that no more events come: what is derived from the whole replay may be kept.
     pub fn finish(&mut self) {
         self.count_thread_events();
         self.finished = true;
-    }
-
-    /// A node's path from the root: "Level:Forest/Textures:rock.dds".
-    pub fn node_path(&self, node: NodeId) -> String {
-        if self.finished {
-            return self.paths.get_or_init(|| self.all_node_paths())[node as usize].clone();
-        }
-        let mut parts = Vec::new();
-        let mut n = node;
-        while n != ROOT {
-            let (ty, name) = self.node_label(n);
-            parts.push(format!("{ty}:{name}"));
-            n = self.nodes[n as usize].parent;
-        }
-        parts.reverse();
-        if parts.is_empty() {
-            "(no context)".into()
-        } else {
-            parts.join("/")
-        }
-    }
-
-    /// The deepest context nesting of the log, if it is deeper than [`MAX_CONTEXT_DEPTH`]:
-    /// the replay did not follow it, and its figures must not be reported.
-    pub fn too_deep(&self) -> Option<u64> {
-        (self.deepest_refused > 0).then_some(self.deepest_refused)
-    }
-
-    /// The path of every node, by id (a parent is always created before its children).
-    fn all_node_paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = Vec::with_capacity(self.nodes.len());
-        for (i, n) in self.nodes.iter().enumerate() {
-            let path = if i == ROOT as usize {
-                "(no context)".to_owned()
-            } else {
-                let (ty, name) = self.node_label(i as NodeId);
-                match n.parent {
-                    ROOT => format!("{ty}:{name}"),
-                    p => format!("{}/{ty}:{name}", paths[p as usize]),
-                }
-            };
-            paths.push(path);
-        }
-        paths
-    }
-
-    /// A domain's name ("heap" for domain 0).
-    pub fn domain_name(&self, domain: u32) -> String {
-        match self.domain_info.get(&domain) {
-            Some(d) => self.string(d.name),
-            None if domain == HEAP_DOMAIN => "heap".into(),
-            None => format!("<domain #{domain}>"),
-        }
-    }
-
-    /// Domains that are not sub-allocators of another: their sum counts no byte twice.
-    pub fn is_top_level_domain(&self, domain: u32) -> bool {
-        self.domain_info.get(&domain).is_none_or(|d| d.parent.is_none())
-    }
-
-    /// Time of a thread's latest clock reading.
-    pub fn thread_time(&self, thread: u32) -> u64 {
-        self.thread(thread).map_or(0, |t| t.time_ns)
-    }
-
-    /// Context depth of a thread at the end (unbalanced pushes show as non-zero).
-    pub fn open_contexts(&self, thread: u32) -> usize {
-        self.thread(thread).map_or(0, |t| t.contexts.len())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::FREED_REMEMBERED;
 
     fn live(size: u64) -> Live {
         Live { size, seq: 1, slot: 0, site_and_flag: 0 }

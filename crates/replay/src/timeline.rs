@@ -110,7 +110,7 @@ impl Series {
 pub struct ContextSeriesKey {
     /// The domain's id in the log.
     pub domain: u32,
-    /// The top-level context (a child of the root), [`super::state::ROOT`] for
+    /// The top-level context (a child of the root), [`crate::ROOT`] for
     /// allocations made outside any context, or `None` for "other contexts" (the domain
     /// already had [`CONTEXT_SERIES_PER_DOMAIN`] of its own).
     pub top: Option<NodeId>,

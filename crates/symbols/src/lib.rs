@@ -2,7 +2,7 @@
 //!
 //! The recorder stores raw return addresses and the module map (path, load address, load
 //! bias, build id of every image). [`Symbolizer`] finds each module's binary and debug
-//! info on this machine ([`binary`] says where it looks), and resolves each distinct
+//! info on this machine ([`load`] says where it looks), and resolves each distinct
 //! address once (DWARF with inlined frames, Rust and C++ names demangled; the symbol
 //! table when there is no DWARF), caching the result. An address it cannot resolve
 //! becomes `module+0xoffset` (the offset is the file address, `ip − load bias`, as
