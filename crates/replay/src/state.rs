@@ -185,6 +185,9 @@ impl ReplayState {
     }
 
     /// Applies one record of stream `thread`, in global order (`block` holds the events its `Event` records refer to).
+    // Inlined into the merge's loop (`source.rs`): as a call, the replay of the 1 M-event
+    // benchmark log took 6 % more instructions on the merging thread (callgrind).
+    #[inline(always)]
     pub fn apply_record(&mut self, thread: u32, r: &Record, block: &Records) {
         // A realloc is one event in two records.
         let ti = self.counted(thread, r.kind != RecordKind::ReallocAlloc);
