@@ -34,5 +34,20 @@ impl Hasher for FxHasher {
     }
 }
 
+/// A domain's index in the replay's own dense numbering (domains in order of first
+/// appearance: what `ReplayState::domains`, the live-allocation tables and the timeline
+/// are indexed by), as opposed to its id in the log (a bare `u32`, what `DomainInfo`,
+/// `Slot::domain` and the reports use).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct DomIndex(pub(crate) u32);
+
+impl DomIndex {
+    /// The index, for indexing.
+    #[inline(always)]
+    pub(crate) fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// A `HashMap` with [`FxHasher`]: the replay's keys are small integers.
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;

@@ -4,7 +4,7 @@
 
 use memreplay_format::DomainKind;
 
-use super::ids::{FxMap, NodeId};
+use super::ids::{DomIndex, FxMap, NodeId};
 
 /// Figures of a slot (or of any sum of slots).
 ///
@@ -125,7 +125,7 @@ pub struct Slot {
     /// The stream id of its thread.
     pub thread: u32,
     /// Index of its domain in `ReplayState::domains`.
-    pub(crate) dom: u32,
+    pub(crate) dom: DomIndex,
 }
 
 /// A context node.
@@ -207,7 +207,7 @@ pub struct ThreadState {
     pub(crate) time_ns: u64,
     /// The slot of its latest allocation: (node, domain index, slot). Most allocations
     /// go to the same slot as the one before, which spares the slot lookup.
-    pub(crate) last_slot: Option<(NodeId, u32, u32)>,
+    pub(crate) last_slot: Option<(NodeId, DomIndex, u32)>,
 }
 
 /// A named point in time; [`crate::ReplayState::held_at`] tells what every slot held there.
@@ -299,7 +299,7 @@ pub struct Site {
     /// Its domain's id in the log.
     pub domain: u32,
     /// Index of its domain in `ReplayState::domains`.
-    pub(crate) dom: u32,
+    pub(crate) dom: DomIndex,
     pub(crate) freed_from: FxMap<u32, (u64, u64)>,
 }
 

@@ -111,18 +111,18 @@ impl ReplayState {
     /// What slot `slot` held at its domain's peak.
     pub fn held_at_peak(&self, slot: u32) -> Held {
         let s = &self.slots[slot as usize];
-        s.at_peak.get(&s.now, self.domains[s.dom as usize].epoch)
+        s.at_peak.get(&s.now, self.domains[s.dom.get()].epoch)
     }
 
     /// What site `site` (an index in [`ReplayState::sites`]) held at its domain's peak.
     pub fn site_held_at_peak(&self, site: usize) -> Held {
         let s = &self.sites[site];
-        s.at_peak.get(&s.now, self.domains[s.dom as usize].epoch)
+        s.at_peak.get(&s.now, self.domains[s.dom.get()].epoch)
     }
 
     /// Live heap allocations that reported their usage: (address, capacity, used, slot, stack).
     pub fn live_containers(&self) -> impl Iterator<Item = (u64, u64, u64, u32, u32)> + '_ {
-        let heap = self.domain_index(HEAP_DOMAIN).map(|d| &self.live[d as usize]);
+        let heap = self.domain_index(HEAP_DOMAIN).map(|d| &self.live[d.get()]);
         self.used.iter().filter_map(move |(&addr, &used)| {
             let l = heap?.get(addr)?;
             Some((addr, l.size, used, l.slot, self.sites[l.site() as usize].stack))
@@ -153,7 +153,7 @@ impl ReplayState {
 
     /// The totals of domain `id`, if it allocated.
     pub fn domain(&self, id: u32) -> Option<&DomainTotals> {
-        self.domain_index(id).map(|i| &self.domains[i as usize]).filter(|d| d.total_count > 0)
+        self.domain_index(id).map(|i| &self.domains[i.get()]).filter(|d| d.total_count > 0)
     }
 
     /// A string by id, or a placeholder naming the id when the log never defined it.

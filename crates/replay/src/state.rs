@@ -22,7 +22,7 @@
 
 use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN};
 
-use super::ids::{FxMap, NodeId, ROOT};
+use super::ids::{DomIndex, FxMap, NodeId, ROOT};
 use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, BIG};
 use super::model::{
     Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, Marker, Node, Peak, PointsHeld, ReplayOptions, Site,
@@ -169,7 +169,7 @@ impl ReplayState {
     #[inline(always)]
     fn prefetch(&self, domain: u32, addr: u64) {
         if let Some(d) = self.domain_index(domain) {
-            self.live[d as usize].map.prefetch(addr);
+            self.live[d.get()].map.prefetch(addr);
         }
     }
 
@@ -349,7 +349,7 @@ impl ReplayState {
 
     /// The slot of (node, domain index `dom`, thread index `ti`), created on first use.
     #[inline(always)]
-    fn slot(&mut self, node: NodeId, dom: u32, ti: usize) -> u32 {
+    fn slot(&mut self, node: NodeId, dom: DomIndex, ti: usize) -> u32 {
         if let Some((n, d, slot)) = self.threads[ti].last_slot {
             if n == node && d == dom {
                 return slot;
@@ -359,9 +359,9 @@ impl ReplayState {
     }
 
     #[inline(never)]
-    fn other_slot(&mut self, node: NodeId, dom: u32, ti: usize) -> u32 {
+    fn other_slot(&mut self, node: NodeId, dom: DomIndex, ti: usize) -> u32 {
         let thread = self.threads[ti].id;
-        let domain = self.domains[dom as usize].id;
+        let domain = self.domains[dom.get()].id;
         let next = self.slots.len() as u32;
         let id = *self.slot_index.entry((node, domain, thread)).or_insert(next);
         if id == next {
@@ -383,7 +383,7 @@ impl ReplayState {
     #[inline(always)]
     fn touch(&mut self, slot: u32, site: u32) {
         let s = &mut self.slots[slot as usize];
-        let epoch = self.domains[s.dom as usize].epoch;
+        let epoch = self.domains[s.dom.get()].epoch;
         touch(s, &mut self.sites[site as usize], slot, epoch, self.points, &mut self.points_held);
     }
 
@@ -412,21 +412,21 @@ impl ReplayState {
 
     /// The index of domain `id` in `domains` (and `live`), if it was seen.
     #[inline(always)]
-    pub(crate) fn domain_index(&self, id: u32) -> Option<u32> {
+    pub(crate) fn domain_index(&self, id: u32) -> Option<DomIndex> {
         if id == HEAP_DOMAIN && self.heap_index_plus_one != 0 {
             // The domain of nearly every event, resolved with one load.
-            return Some(self.heap_index_plus_one - 1);
+            return Some(DomIndex(self.heap_index_plus_one - 1));
         }
         match self.direct_domains.get(id as usize) {
             Some(&u32::MAX) => None,
-            Some(&i) => Some(i),
-            None => self.domain_index.get(&id).copied(),
+            Some(&i) => Some(DomIndex(i)),
+            None => self.domain_index.get(&id).copied().map(DomIndex),
         }
     }
 
     /// The index of domain `id`, created on first sight.
     #[inline(always)]
-    fn domain_index_or_new(&mut self, id: u32) -> u32 {
+    fn domain_index_or_new(&mut self, id: u32) -> DomIndex {
         match self.domain_index(id) {
             Some(i) => i,
             None => self.new_domain(id),
@@ -434,7 +434,7 @@ impl ReplayState {
     }
 
     #[inline(never)]
-    fn new_domain(&mut self, id: u32) -> u32 {
+    fn new_domain(&mut self, id: u32) -> DomIndex {
         let i = self.domains.len() as u32;
         self.domains.push(DomainTotals { id, ..Default::default() });
         self.live.push(LiveAllocations::default());
@@ -450,7 +450,7 @@ impl ReplayState {
         } else {
             self.domain_index.insert(id, i);
         }
-        i
+        DomIndex(i)
     }
 
     #[inline(always)]
@@ -468,7 +468,7 @@ impl ReplayState {
         };
         let slot = self.slot(node, dom, ti);
         let site = self.site(stack, domain, dom);
-        let old = self.live[dom as usize].insert(addr, Live { size, seq, slot, site_and_flag: site });
+        let old = self.live[dom.get()].insert(addr, Live { size, seq, slot, site_and_flag: site });
         // Counted without a branch: a branch here added 15 M instructions to the merge of
         // the replay benchmark's 2 M-event log (its inlined code grew), this adds 3 M.
         self.anomalies.impossible_sizes += u64::from(addr.overflowing_add(size).1);
@@ -478,10 +478,10 @@ impl ReplayState {
             self.release(dom, addr, old, None);
         }
         if domain == HEAP_DOMAIN && indexed(addr, size) {
-            self.big.add(addr, &self.live[dom as usize]);
+            self.big.add(addr, &self.live[dom.get()]);
         }
         // Each table is indexed once (every index is a bounds check and an address).
-        let d = &mut self.domains[dom as usize];
+        let d = &mut self.domains[dom.get()];
         let s = &mut self.slots[slot as usize];
         let st = &mut self.sites[site as usize];
         touch(s, st, slot, d.epoch, self.points, &mut self.points_held);
@@ -491,7 +491,7 @@ impl ReplayState {
             f.total_bytes = f.total_bytes.wrapping_add(size);
             f.total_count += 1;
         }
-        self.timeline.domains[dom as usize].add(size);
+        self.timeline.domains[dom.get()].add(size);
         self.timeline.contexts[s.series as usize].1.add(size);
         d.live_bytes = d.live_bytes.wrapping_add(size);
         d.live_count += 1;
@@ -518,7 +518,7 @@ impl ReplayState {
     #[inline(always)]
     fn free(&mut self, ti: usize, domain: u32, addr: u64, free_stack: u32) {
         let dom = self.domain_index_or_new(domain);
-        match self.live[dom as usize].free(addr) {
+        match self.live[dom.get()].free(addr) {
             Freed::Live(live) => {
                 let t = &self.threads[ti];
                 let by = FreedBy { thread: t.id, last_alloc: t.last_alloc, stack: free_stack };
@@ -532,8 +532,8 @@ impl ReplayState {
     /// Takes a no-longer-live allocation out of every figure: freed (`by` whom), or
     /// dropped because the log allocated its address again (`None`).
     #[inline(always)]
-    fn release(&mut self, dom: u32, addr: u64, live: Live, by: Option<FreedBy>) {
-        let d = &mut self.domains[dom as usize];
+    fn release(&mut self, dom: DomIndex, addr: u64, live: Live, by: Option<FreedBy>) {
+        let d = &mut self.domains[dom.get()];
         if !self.resources.is_empty() {
             self.resources.remove(&(d.id, addr));
         }
@@ -564,7 +564,7 @@ impl ReplayState {
                 f.temp_count += 1;
             }
         }
-        self.timeline.domains[dom as usize].sub(live.size);
+        self.timeline.domains[dom.get()].sub(live.size);
         self.timeline.contexts[s.series as usize].1.sub(live.size);
         d.live_bytes = d.live_bytes.wrapping_sub(live.size);
         d.live_count -= 1;
@@ -579,7 +579,7 @@ impl ReplayState {
     }
 
     fn usage(&mut self, addr: u64, used: u64) {
-        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d as usize].get_mut(addr));
+        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d.get()].get_mut(addr));
         let Some(live) = live else {
             self.anomalies.usage_without_allocation += 1;
             return;
@@ -608,7 +608,7 @@ impl ReplayState {
 
     /// The context owning the live heap allocation that contains `addr`.
     fn owner_of(&mut self, addr: u64) -> Option<NodeId> {
-        let heap = &self.live[self.domain_index(HEAP_DOMAIN)? as usize];
+        let heap = &self.live[self.domain_index(HEAP_DOMAIN)?.get()];
         let node = |l: &Live| self.slots[l.slot as usize].node;
         if let Some(l) = heap.get(addr) {
             return Some(node(l));
@@ -633,7 +633,7 @@ impl ReplayState {
 
     /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.
     #[inline(always)]
-    fn site(&mut self, stack: u32, domain: u32, dom: u32) -> u32 {
+    fn site(&mut self, stack: u32, domain: u32, dom: DomIndex) -> u32 {
         if domain == HEAP_DOMAIN {
             if let Some(&i) = self.heap_sites.get(stack as usize).filter(|&&i| i != u32::MAX) {
                 return i;
@@ -644,8 +644,8 @@ impl ReplayState {
 
     /// [`ReplayState::site`] past the table of heap sites: in the map, or created.
     #[inline(never)]
-    fn new_site(&mut self, stack: u32, dom: u32) -> u32 {
-        let domain = self.domains[dom as usize].id;
+    fn new_site(&mut self, stack: u32, dom: DomIndex) -> u32 {
+        let domain = self.domains[dom.get()].id;
         let direct = domain == HEAP_DOMAIN && (stack as usize) < DIRECT_IDS;
         let next = self.sites.len() as u32;
         // The top bit of a live allocation's site index is a flag (2^31 sites would be

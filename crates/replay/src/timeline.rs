@@ -14,7 +14,7 @@
 //! [`ProcessMemory`]: they come from the recorder's metadata stream, which the merge
 //! hands out last, so they are placed by their own time rather than by the clock.
 
-use super::ids::NodeId;
+use super::ids::{DomIndex, NodeId};
 
 /// Buckets per series, at most (and at least half of it once the log is long enough).
 pub const TIMELINE_BUCKETS: usize = 1024;
@@ -176,9 +176,9 @@ impl Timeline {
 
     /// The series index for top-level context `top` in domain index `dom`, created on
     /// first use (or the domain's shared "other contexts" series past the cap).
-    pub(crate) fn context_series(&mut self, dom: u32, top: NodeId) -> u32 {
-        let domain = self.domain_ids[dom as usize];
-        let wanted = if self.per_domain[dom as usize] < CONTEXT_SERIES_PER_DOMAIN
+    pub(crate) fn context_series(&mut self, dom: DomIndex, top: NodeId) -> u32 {
+        let domain = self.domain_ids[dom.get()];
+        let wanted = if self.per_domain[dom.get()] < CONTEXT_SERIES_PER_DOMAIN
             || self.contexts.iter().any(|(k, _)| k.domain == domain && k.top == Some(top))
         {
             Some(top)
@@ -190,7 +190,7 @@ impl Timeline {
             return i as u32;
         }
         if wanted.is_some() {
-            self.per_domain[dom as usize] += 1;
+            self.per_domain[dom.get()] += 1;
         }
         self.contexts.push((key, Series::new(self.current)));
         (self.contexts.len() - 1) as u32
@@ -373,13 +373,14 @@ mod tests {
         let mut tl = Timeline::default();
         tl.add_domain(0);
         tl.add_domain(7);
-        let firsts: Vec<u32> = (1..=CONTEXT_SERIES_PER_DOMAIN as u32).map(|n| tl.context_series(0, n)).collect();
-        assert_eq!(tl.context_series(0, 1), firsts[0]);
-        let other = tl.context_series(0, 1000);
+        let firsts: Vec<u32> =
+            (1..=CONTEXT_SERIES_PER_DOMAIN as u32).map(|n| tl.context_series(DomIndex(0), n)).collect();
+        assert_eq!(tl.context_series(DomIndex(0), 1), firsts[0]);
+        let other = tl.context_series(DomIndex(0), 1000);
         assert_eq!(tl.contexts[other as usize].0, ContextSeriesKey { domain: 0, top: None });
-        assert_eq!(tl.context_series(0, 1001), other);
+        assert_eq!(tl.context_series(DomIndex(0), 1001), other);
         // The other domain has its own allowance.
-        let d1 = tl.context_series(1, 1000);
+        let d1 = tl.context_series(DomIndex(1), 1000);
         assert_eq!(tl.contexts[d1 as usize].0, ContextSeriesKey { domain: 7, top: Some(1000) });
     }
 
