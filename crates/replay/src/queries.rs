@@ -9,6 +9,17 @@ use super::state::ReplayState;
 use super::timeline::{ProcessMemory, Timeline};
 
 impl ReplayState {
+    /// Depth of a node: 0 for the root, 1 for a top-level context.
+    pub fn node_depth(&self, node: NodeId) -> u32 {
+        let mut d = 0;
+        let mut n = node;
+        while n != ROOT {
+            d += 1;
+            n = self.nodes[n as usize].parent;
+        }
+        d
+    }
+
     /// The children of `node`, in creation order.
     pub fn children(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         let first = self.nodes[node as usize].first_child;

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::integrity::{DamageKind, LogIntegrity};
 use crate::report::compare::{path_text, LevelPath, LogFigures, Metrics};
-use crate::report::diff::{signed_count, signed_size};
+use crate::report::matching::{signed_count, signed_size};
 use crate::report::select::{At, Selection};
 use crate::report::table::{size, Align, Table};
 use crate::report::{self, Loaded, Progress, ReportArgs, SCHEMA_VERSION};

@@ -166,13 +166,7 @@ pub fn compute(state: &ReplayState, sel: &Selection) -> Vec<DomainFigures> {
 
 /// Depth of a node: 0 for the root, 1 for a top-level context.
 pub fn depth(state: &ReplayState, node: NodeId) -> u32 {
-    let mut d = 0;
-    let mut n = node;
-    while n != ROOT {
-        d += 1;
-        n = state.nodes[n as usize].parent;
-    }
-    d
+    state.node_depth(node)
 }
 
 /// A node's context type name ("" for the root).

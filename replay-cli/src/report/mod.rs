@@ -17,6 +17,7 @@ pub mod frees;
 pub mod html;
 pub mod instances;
 pub mod leaks;
+pub mod matching;
 pub mod observed;
 pub mod pprof;
 pub mod range;

@@ -6,7 +6,7 @@
 //! allocations are those live at `B` (kept by [`super::observed`] as the replay passes
 //! `B`) that were made after `A`.
 //!
-//! Sites are symbolicated and keyed as in `diff` ([`super::diff::site_key`]): by
+//! Sites are symbolicated and keyed as in `diff` ([`super::matching::site_key`]): by
 //! allocating function, or by whole callstack with `--stacks`; a site whose allocating
 //! function is unresolved by its raw `module+0xoffset` frames. One log has one set of
 //! binaries, so its sites are only listed, never matched with another log's: an
@@ -22,8 +22,8 @@ use memreplay_replay::{Held, ROOT};
 use memreplay_symbols::{Frame, SymbolStats};
 
 use super::callstacks::{lines_text, symbolizer};
-use super::diff::{keyed_by, site_key, DiffArgs, KeyedSite, MinDelta};
 use super::figures::{Agg, DomainFigures};
+use super::matching::{keyed_by, site_key, DiffArgs, KeyedSite, MinDelta};
 use super::observed::{self, Wanted};
 use super::select::{At, ReportArgs};
 use super::summarize::LabelRef;

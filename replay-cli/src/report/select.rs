@@ -302,7 +302,7 @@ impl Selection {
     /// Whether rows of context `node` are shown under `--depth` (the root, outside any
     /// context, always is).
     pub fn depth_shown(&self, state: &ReplayState, node: NodeId) -> bool {
-        self.depth.is_none_or(|max| super::figures::depth(state, node) <= max)
+        self.depth.is_none_or(|max| state.node_depth(node) <= max)
     }
 
     /// Whether figures are read at the end of the log (no `--at`).
