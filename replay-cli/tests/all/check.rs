@@ -28,8 +28,7 @@ use std::process::Output;
 use crate::common::{self, cli, stderr, stdout, temp_in};
 use memreplay_format::block::FRAME_LEN;
 use memreplay_format::{
-    context_flags, header_flags, BlockFrame, DomainKind, Event, EventEncoder, FileHeader, LogReader, LogWriter,
-    LossReason,
+    context_flags, BlockFrame, DomainKind, Event, EventEncoder, FileHeader, LogReader, LogWriter, LossReason,
 };
 
 const LABEL: &str = r#"loaded <"&">"#;
@@ -39,14 +38,7 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn header() -> FileHeader {
-    FileHeader {
-        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pid: 7,
-        // 2000-02-29 12:34:56.789 UTC
-        start_unix_ns: 951_827_696_789_000_000,
-        exe_path: "/games/forest".into(),
-        ..common::header()
-    }
+    common::game_header()
 }
 
 const HEAP: u32 = 0;

@@ -14,15 +14,7 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn header(major: u16) -> FileHeader {
-    FileHeader {
-        version_major: major,
-        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pid: 4242,
-        // 2000-02-29 12:34:56.789 UTC
-        start_unix_ns: 951_827_696_789_000_000,
-        exe_path: "/games/forest".into(),
-        ..common::header()
-    }
+    FileHeader { version_major: major, pid: 4242, ..common::game_header() }
 }
 
 /// A small log: metadata (strings, a domain, a module) and two threads that use every

@@ -4,7 +4,21 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use memreplay_format::{header_flags, FileHeader};
+
 pub use memreplay_fixtures::{header, write_log, End};
+
+/// The header of the hand-written game logs (`check`, `cli`, `reports`): allocation
+/// callstacks and usage changes recorded, pid 7, started 2000-02-29 12:34:56.789 UTC.
+pub fn game_header() -> FileHeader {
+    FileHeader {
+        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
+        pid: 7,
+        start_unix_ns: 951_827_696_789_000_000,
+        exe_path: "/games/forest".into(),
+        ..header()
+    }
+}
 
 /// `replay-cli`, ready for arguments.
 pub fn replay_cli() -> Command {

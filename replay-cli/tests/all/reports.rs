@@ -43,14 +43,7 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn header() -> FileHeader {
-    FileHeader {
-        flags: header_flags::CALLSTACKS_ON_ALLOC | header_flags::USAGE_CHANGES,
-        pid: 7,
-        // 2000-02-29 12:34:56.789 UTC
-        start_unix_ns: 951_827_696_789_000_000,
-        exe_path: "/games/forest".into(),
-        ..common::header()
-    }
+    common::game_header()
 }
 
 const HEAP: u32 = 0;
