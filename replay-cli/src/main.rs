@@ -150,6 +150,43 @@ struct SymbolizedReportArgs {
     symbols: SymbolArgs,
 }
 
+/// The command's feedback on stderr: a progress bar while a log replays (when stderr is
+/// a terminal), and warnings, one line each.
+struct Terminal(std::sync::Mutex<Option<indicatif::ProgressBar>>);
+
+static TERMINAL: Terminal = Terminal(std::sync::Mutex::new(None));
+
+impl report::Feedback for Terminal {
+    fn progress(&self, done: u64, total: u64) {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        let mut bar = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let bar = bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+            let style = indicatif::ProgressStyle::with_template(
+                "replaying {bar:40.cyan/blue} {human_pos}/{human_len} events, {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            bar.set_style(style);
+            bar
+        });
+        bar.set_length(total);
+        bar.set_position(done);
+    }
+
+    fn replayed(&self) {
+        // Cleared as soon as the replay is over, before any warning.
+        if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn warning(&self, line: &str) {
+        eprintln!("replay-cli: warning: {line}");
+    }
+}
+
 fn init_tracing(verbose: u8) {
     if verbose == 0 {
         return;
@@ -201,30 +238,30 @@ fn main() -> ExitCode {
             let opts = replay_cli::InfoOptions { json, strict };
             replay_cli::run_info(&log, opts, out)
         }
-        Command::Summarize(a) => report::run_summarize(&a.report, &a.symbols, Progress::Auto, out),
-        Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::Auto, out),
-        Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::Auto, out),
-        Command::Efficiency(a) => report::run_efficiency(&a.report, &a.symbols, Progress::Auto, out),
-        Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::Auto, out),
-        Command::Diff(args) => report::diff::run(&args, Progress::Auto, out),
-        Command::Check(args) => replay_cli::check::run(&args, Progress::Auto, out),
+        Command::Summarize(a) => report::run_summarize(&a.report, &a.symbols, Progress::To(&TERMINAL), out),
+        Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::To(&TERMINAL), out),
+        Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::To(&TERMINAL), out),
+        Command::Efficiency(a) => report::run_efficiency(&a.report, &a.symbols, Progress::To(&TERMINAL), out),
+        Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::To(&TERMINAL), out),
+        Command::Diff(args) => report::diff::run(&args, Progress::To(&TERMINAL), out),
+        Command::Check(args) => replay_cli::check::run(&args, Progress::To(&TERMINAL), out),
         Command::Timeline(t) => {
             let chart = ChartOptions { by: t.by, width: t.width, height: t.height };
-            report::run_timeline(&t.report, chart, t.format, &t.output, Progress::Auto, out)
+            report::run_timeline(&t.report, chart, t.format, &t.output, Progress::To(&TERMINAL), out)
         }
         Command::Export(e) => {
-            report::run_export(&e.report, e.format, e.output.as_deref(), &e.symbols, Progress::Auto, out)
+            report::run_export(&e.report, e.format, e.output.as_deref(), &e.symbols, Progress::To(&TERMINAL), out)
         }
         Command::Report { args, output, max_nodes, symbols } => report::run_html(
             &args,
             &symbols,
             &output,
             &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) },
-            Progress::Auto,
+            Progress::To(&TERMINAL),
         ),
-        Command::Top(args) => report::run_top(&args, Progress::Auto, out),
-        Command::Frees(args) => report::run_frees(&args, Progress::Auto, out),
-        Command::Flamegraph(args) => report::run_flamegraph(&args, Progress::Auto, out),
+        Command::Top(args) => report::run_top(&args, Progress::To(&TERMINAL), out),
+        Command::Frees(args) => report::run_frees(&args, Progress::To(&TERMINAL), out),
+        Command::Flamegraph(args) => report::run_flamegraph(&args, Progress::To(&TERMINAL), out),
     };
     match result {
         Ok(code) => ExitCode::from(code),

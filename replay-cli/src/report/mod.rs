@@ -32,7 +32,6 @@ pub mod top;
 pub mod tree;
 pub mod unnamed;
 
-use std::io::IsTerminal as _;
 use std::path::Path;
 use std::time::Instant;
 
@@ -83,39 +82,69 @@ impl Loaded {
     }
 }
 
-/// Whether to draw a progress bar for the replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a command tells the person running it besides its report: how far the replay
+/// is, and warnings (a damaged log, a PNG drawn without fonts). The library never writes
+/// to the terminal itself: the program running a command says how (`replay-cli` draws a
+/// progress bar and prints warnings on stderr).
+pub trait Feedback: Sync {
+    /// `done` of `total` events replayed, now and then.
+    fn progress(&self, _done: u64, _total: u64) {}
+    /// The replay is over (every event out, or it stopped early).
+    fn replayed(&self) {}
+    /// One line of warning, without a trailing newline.
+    fn warning(&self, _line: &str) {}
+}
+
+/// Where a command's feedback goes.
+#[derive(Clone, Copy)]
 pub enum Progress {
-    /// On stderr, if stderr is a terminal.
-    Auto,
-    /// Never (library use, tests).
+    /// Nowhere (library use, tests): the reports themselves say what was lost.
     Hidden,
+    /// To this.
+    To(&'static dyn Feedback),
+}
+
+impl Progress {
+    fn progress(self, done: u64, total: u64) {
+        if let Progress::To(f) = self {
+            f.progress(done, total)
+        }
+    }
+
+    fn replayed(self) {
+        if let Progress::To(f) = self {
+            f.replayed()
+        }
+    }
+
+    fn warning(self, line: &str) {
+        if let Progress::To(f) = self {
+            f.warning(line)
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Progress::Hidden => "Hidden",
+            Progress::To(_) => "To(..)",
+        })
+    }
 }
 
 /// Replays the log of `args` and resolves the options against it.
 pub fn load(args: &ReportArgs, progress: Progress) -> Result<Loaded, CliError> {
     let path = &args.log;
-    let bar = progress_bar(progress);
     let start = Instant::now();
-    let replay = memreplay_replay::replay(path, args.replay_options(), |done, total| {
-        if let Some(bar) = &bar {
-            bar.set_length(total);
-            bar.set_position(done);
-            // Cleared as soon as the events are all out, before any diagnostics.
-            if done >= total {
-                bar.finish_and_clear();
-            }
-        }
-    })
-    .map_err(|error| CliError::Open { path: path.to_owned(), error })?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    let replay = memreplay_replay::replay(path, args.replay_options(), |done, total| progress.progress(done, total));
+    progress.replayed();
+    let replay = replay.map_err(|error| CliError::Open { path: path.to_owned(), error })?;
     tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());
     refuse_out_of_room(path, &replay)?;
     refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
-    warn_if_damaged(path, &replay);
+    warn_if_damaged(path, &replay, progress);
     Ok(Loaded { path: path.display().to_string(), replay, sel })
 }
 
@@ -142,10 +171,10 @@ pub(crate) fn refuse_too_deep(path: &std::path::Path, replay: &Replay) -> Result
     }
 }
 
-/// Every report covers what survived of a damaged or cut-off log; this says on stderr
-/// what was lost, so no report passes it over in silence (`summarize` and `info` also
-/// give the details in the report itself).
-pub(crate) fn warn_if_damaged(path: &std::path::Path, replay: &Replay) {
+/// Every report covers what survived of a damaged or cut-off log; this warns of what was
+/// lost, so no report passes it over in silence (`summarize` and `info` also give the
+/// details in the report itself).
+pub(crate) fn warn_if_damaged(path: &std::path::Path, replay: &Replay, progress: Progress) {
     let i = crate::integrity::of(replay);
     if i.clean {
         return;
@@ -165,24 +194,11 @@ pub(crate) fn warn_if_damaged(path: &std::path::Path, replay: &Replay) {
     if i.recorder_lost_events > 0 {
         what.push(format!("{} lost by the recorder", table::plural(i.recorder_lost_events, "event")));
     }
-    eprintln!(
-        "replay-cli: warning: {}: {}; the figures cover what was read (`replay-cli info` has the details)",
+    progress.warning(&format!(
+        "{}: {}; the figures cover what was read (`replay-cli info` has the details)",
         path.display(),
         what.join(", ")
-    );
-}
-
-fn progress_bar(progress: Progress) -> Option<indicatif::ProgressBar> {
-    if progress == Progress::Hidden || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
-    let style = indicatif::ProgressStyle::with_template(
-        "replaying {bar:40.cyan/blue} {human_pos}/{human_len} events, {eta} left",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-    bar.set_style(style);
-    Some(bar)
+    ));
 }
 
 /// Which report to print.
@@ -439,22 +455,22 @@ pub fn run_timeline(
     let svg = timeline_chart::svg(&data, &loaded.path, chart);
     let bytes = match format {
         ImageFormat::Svg => svg.into_bytes(),
-        ImageFormat::Png => png_bytes(&svg)?,
+        ImageFormat::Png => png_bytes(&svg, progress)?,
     };
     write_output(Some(output), &bytes, out)
 }
 
 #[cfg(feature = "png")]
-fn png_bytes(svg: &str) -> Result<Vec<u8>, CliError> {
+fn png_bytes(svg: &str, progress: Progress) -> Result<Vec<u8>, CliError> {
     let (png, warning) = timeline_chart::png(svg).map_err(CliError::Usage)?;
     if let Some(w) = warning {
-        eprintln!("replay-cli: warning: {w}");
+        progress.warning(&w);
     }
     Ok(png)
 }
 
 #[cfg(not(feature = "png"))]
-fn png_bytes(_svg: &str) -> Result<Vec<u8>, CliError> {
+fn png_bytes(_svg: &str, _progress: Progress) -> Result<Vec<u8>, CliError> {
     unreachable!("PNG is refused above without the `png` feature")
 }
 

@@ -18,7 +18,7 @@ use memreplay_replay::{EventSink, IndexedLog};
 use memreplay_replay::{Replay, ReplayState};
 
 use super::select::{At, ReportArgs, Selection};
-use super::{progress_bar, Loaded, Progress};
+use super::{Loaded, Progress};
 
 /// Allocations live at one point: (epoch, slot, stack) → (bytes, count), where the
 /// epoch of an allocation is the number of labels placed before it was made.
@@ -61,7 +61,6 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
     let start = Instant::now();
     let mut log = IndexedLog::open(path).map_err(open)?;
     let total = log.events;
-    let bar = progress_bar(progress);
     let mut state = ReplayState::new(args.replay_options());
     let mut sink = Sink {
         state: &mut state,
@@ -69,15 +68,15 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
         at_labels: HashMap::new(),
         at_frames: HashMap::new(),
     };
+    let mut last = 0u64;
     log.replay(&mut sink, |done| {
-        if let Some(bar) = &bar {
-            bar.set_length(total);
-            bar.set_position(done);
+        // Now and then: the source calls this after every run of records.
+        if done - last >= 1 << 20 || done == total {
+            last = done;
+            progress.progress(done, total);
         }
     });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    progress.replayed();
     let Sink { at_labels, at_frames, .. } = sink;
     state.finish();
     tracing::debug!("replayed {} (observed) in {:.3} s", path.display(), start.elapsed().as_secs_f64());
@@ -85,7 +84,7 @@ pub fn load(args: &ReportArgs, progress: Progress, wanted: &[Wanted]) -> Result<
     super::refuse_out_of_room(path, &replay)?;
     super::refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
-    super::warn_if_damaged(path, &replay);
+    super::warn_if_damaged(path, &replay, progress);
     let loaded = Loaded { path: path.display().to_string(), replay, sel };
     Ok(Observed { loaded, at_labels, at_frames })
 }
