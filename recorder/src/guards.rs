@@ -25,7 +25,7 @@ impl Drop for ContextGuard {
     }
 }
 
-/// Ends an attach when dropped. Returned by [`attach`](crate::attach).
+/// Ends an attach when dropped. Returned by [`attach`](fn@crate::attach).
 #[must_use = "the attach ends when the guard is dropped"]
 pub struct AttachGuard {
     _not_send: std::marker::PhantomData<*const ()>,

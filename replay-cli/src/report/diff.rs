@@ -4,8 +4,8 @@
 //! Contexts are matched by path — (type, name) at each level — and domains by name, so
 //! the two logs need not share any id. Allocation sites are symbolicated, each log by its
 //! own [`Symbolizer`] (its modules, its addresses), and matched by allocating function
-//! ([`SiteName::function_key`], the figures of every callstack with that key summed) or,
-//! with `--stacks`, by whole symbolicated callstack ([`SiteName::stack_key`]). Neither
+//! ([`SiteName::function_key`](memreplay_symbols::SiteName::function_key), the figures of every callstack with that key summed) or,
+//! with `--stacks`, by whole symbolicated callstack ([`SiteName::stack_key`](memreplay_symbols::SiteName::stack_key)). Neither
 //! depends on addresses, so two builds match too. A site whose allocating function is
 //! unresolved (no binary, no symbols) is keyed by its whole callstack, its frames as
 //! `module+0xoffset`: module-relative addresses do not move with address-space

@@ -7,11 +7,11 @@
 //! *unnamed*: keyed by raw frames, which mean the same only in the same build of their
 //! module. An unnamed site is compared with the other log only when the other log has the
 //! same build of the module of each of its unresolved frames (same file name and build
-//! id) and resolves it no better ([`Naming::Raw`]: two runs of one build whose binary is
-//! gone). Otherwise ([`Naming::Unmatched`]) it is left out, never "new" or "vanished", and
+//! id) and resolves it no better (`Naming::Raw`: two runs of one build whose binary is
+//! gone). Otherwise (`Naming::Unmatched`) it is left out, never "new" or "vanished", and
 //! so is every site found only in the other log that may be it: one whose allocating
 //! frame is in a module that the unnamed site's frames, from its allocating frame down,
-//! pass through ([`Cover`]). The other sites still compare: a log that cannot name libc's
+//! pass through (`Cover`). The other sites still compare: a log that cannot name libc's
 //! frames loses only the sites that allocate from libc.
 //!
 //! [`UnnamedSites`] is what `diff` says about a log's unnamed sites, once per log.
