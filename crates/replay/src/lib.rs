@@ -34,7 +34,7 @@ use memreplay_format::{FileHeader, FormatError, ReadReport};
 
 pub use ids::{FxHasher, FxMap, NodeId, ROOT};
 pub use live::FREED_REMEMBERED;
-pub use memory::{ceiling, default_ceiling, over_ceiling, process_limit, set_ceiling, Ceiling, OutOfRoom};
+pub use memory::{default_ceiling, over_ceiling, process_limit, set_ceiling, Ceiling, OutOfRoom};
 pub use model::{
     Anomalies, DomainInfo, DomainTotals, Figures, FrameMark, Held, Marker, Node, Peak, ReplayOptions, Site, Slot,
     ThreadState, MAX_CONTEXT_DEPTH,

@@ -26,11 +26,6 @@ pub fn set_ceiling(ceiling: Ceiling) -> bool {
     CEILING.set(ceiling).is_ok()
 }
 
-/// The ceiling set, if any.
-pub fn ceiling() -> Option<Ceiling> {
-    CEILING.get().copied()
-}
-
 /// `(in use, limit)` when the heap in use is past the ceiling.
 #[inline]
 pub fn over_ceiling() -> Option<(u64, u64)> {

@@ -179,7 +179,7 @@ impl IndexedLog {
         let merge_cpu = thread_cpu_seconds();
         let decode_batch_of = |range: &std::ops::Range<usize>| -> Vec<(usize, Result<Records, Damage>)> {
             let decode = |b: &BlockToDecode| {
-                let out = spare.lock().map(|mut s| s.pop_front()).ok().flatten().unwrap_or_default();
+                let out = spare_buffer(&spare);
                 (b.thread_index, decode_block(file, b.offset, b.frame, b.key_after, out))
             };
             if threaded {
@@ -299,7 +299,7 @@ impl IndexedLog {
                 if f.stopped() {
                     break;
                 }
-                let out = spare.lock().map(|mut s| s.pop_front()).ok().flatten().unwrap_or_default();
+                let out = spare_buffer(&spare);
                 match decode_block(&self.file, offset, frame, u64::MAX, out) {
                     Ok(records) => {
                         c.queue.push_back(records);
@@ -359,6 +359,11 @@ fn batches(order: &[BlockToDecode]) -> Vec<std::ops::Range<usize>> {
         out.push(start..order.len());
     }
     out
+}
+
+/// A spent record buffer to decode into (the one spent longest ago), or a new one.
+fn spare_buffer(spare: &Mutex<VecDeque<Records>>) -> Records {
+    spare.lock().map(|mut s| s.pop_front()).ok().flatten().unwrap_or_default()
 }
 
 /// The cores this process may use, asked once (Linux reads its cgroup's files for it).
