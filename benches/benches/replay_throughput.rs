@@ -1,7 +1,7 @@
 //! The analyzer's speed and memory: end-to-end `replay-cli summarize` on generated logs.
 //!
 //! Not a criterion bench (one iteration takes a second or more): it generates a log,
-//! then times `replay_cli::report::run(Summarize, ..)` — index the file, decode blocks in
+//! then times `memreplay_report::run(Summarize, ..)` — index the file, decode blocks in
 //! parallel, merge the threads by sequence number, replay every event, build and render
 //! the summary — and prints events per second (median of `--runs`, default 3). Then, for
 //! 20 M and 100 M events, the analyzer's peak RSS, each measured in a fresh child process
@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use memreplay_benches::{game_size, rss, Rng};
 use memreplay_format::{Event, EventEncoder, FileHeader, LogWriter, HEAP_DOMAIN};
-use replay_cli::report::{self, Progress, ReportArgs, ReportKind};
+use memreplay_report::{self as report, Progress, ReportKind, ReportOptions};
 
 /// Addresses as malloc hands them out: the last block freed of a size class first, else
 /// new memory from the top.
@@ -193,10 +193,9 @@ fn generate(path: &Path, events: u64) {
 
 /// One end-to-end `summarize`: returns (seconds, bytes of text produced).
 fn summarize(log: &Path) -> (f64, usize) {
-    let args = ReportArgs::new(log);
-    let mut out = Vec::new();
+    let args = ReportOptions::new(log);
     let start = Instant::now();
-    report::run(ReportKind::Summarize, &args, Progress::Hidden, &mut out).expect("summarize the log");
+    let out = report::run(ReportKind::Summarize, &args, Progress::Hidden).expect("summarize the log");
     (start.elapsed().as_secs_f64(), out.len())
 }
 

@@ -14,7 +14,8 @@ use libfuzzer_sys::fuzz_target;
 use memreplay_format::{
     header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
 };
-use replay_cli::report::{self, efficiency, instances, leaks, summarize, tree, Progress, ReportArgs};
+use memreplay_report::{self as report, build_efficiency, build_instances, build_leaks, build_summary, build_tree};
+use memreplay_report::{Progress, ReportOptions};
 
 /// The fuzzer's bytes, read as choices; past the end every choice is 0.
 struct Choices<'a>(&'a [u8]);
@@ -159,11 +160,11 @@ fuzz_target!(|data: &[u8]| {
     if c.u8() % 4 != 0 {
         w.finish(c.number(), c.number()).unwrap();
     }
-    if let Ok(loaded) = report::load(&ReportArgs::new(path.clone()), Progress::Hidden) {
-        let _ = summarize::build(&loaded);
-        let _ = tree::build(&loaded);
-        let _ = leaks::build(&loaded);
-        let _ = efficiency::build(&loaded);
-        let _ = instances::build(&loaded);
+    if let Ok(loaded) = report::load(&ReportOptions::new(path.clone()), Progress::Hidden) {
+        let _ = build_summary(&loaded);
+        let _ = build_tree(&loaded);
+        let _ = build_leaks(&loaded);
+        let _ = build_efficiency(&loaded);
+        let _ = build_instances(&loaded);
     }
 });

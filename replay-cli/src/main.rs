@@ -1,4 +1,5 @@
-//! `replay-cli`: the command line over the `replay_cli` library.
+//! `replay-cli`: the command line over the memreplay libraries (`memreplay-report` and
+//! the engine below it): arguments, dispatch, output files, progress bars, exit codes.
 //!
 //! Exit status: 0 on success; 1 when `--strict` finds a truncated or damaged log, or
 //! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
@@ -6,18 +7,29 @@
 //! thread, label or frame), and options the command does not take; 3 when `check` or
 //! `diff` reads a damaged log (`check`: unless the damage is allowed).
 
+mod args;
+
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-use replay_cli::check::CheckArgs;
-use replay_cli::report::callstacks::SymbolArgs;
-use replay_cli::report::diff::DiffArgs;
-use replay_cli::report::export::ExportFormat;
-use replay_cli::report::timeline_chart::{ChartBy, ChartOptions};
-use replay_cli::report::{self, flame::FlameArgs, frees::FreesArgs, top::TopArgs};
-use replay_cli::report::{ImageFormat, Progress, ReportArgs, ReportKind};
+use clap::{Parser, Subcommand};
+use memreplay_report as report;
+use report::{Progress, ReportKind};
+
+use args::{CheckArgs, DiffArgs, ExportArgs, FlameArgs, FreesArgs, HtmlArgs, ReportArgs, SymbolizedReportArgs};
+use args::{TimelineArgs, TopArgs};
+
+/// Exit status for errors: the file is missing, unreadable, not a log, or of an
+/// unsupported version; an option names what the log does not have (also what clap
+/// uses for bad arguments).
+const EXIT_ERROR: u8 = 2;
+/// Exit status of `info --strict` for a log that is truncated or damaged, and of `check`
+/// for a broken budget.
+const EXIT_FAILED: u8 = 1;
+/// Exit status of `check` and `diff` when a log they read is damaged (`check`: unless
+/// the damage is allowed).
+const EXIT_DAMAGED: u8 = 3;
 
 #[derive(Debug, Parser)]
 #[command(name = "replay-cli", version, about = "Reads memreplay logs (.mrl) and reports on them")]
@@ -90,64 +102,38 @@ enum Command {
     /// One self-contained HTML page to explore the log in a browser: the timeline,
     /// a treemap and a sortable, filterable table of the context tree, leaks, top
     /// allocation sites and the summary. Loads nothing from the network.
-    Report {
-        #[command(flatten)]
-        args: ReportArgs,
-        /// The HTML file to write.
-        #[arg(short, long, value_name = "FILE")]
-        output: PathBuf,
-        /// Nodes of the context tree kept in the page; the rest of each context's
-        /// children are folded into one "elided" node that keeps the totals.
-        #[arg(long, value_name = "N", default_value_t = report::html::DEFAULT_MAX_NODES as u64,
-              value_parser = clap::value_parser!(u64).range(2..))]
-        max_nodes: u64,
-        #[command(flatten)]
-        symbols: SymbolArgs,
-    },
+    Report(HtmlArgs),
 }
 
-#[derive(Debug, Args)]
-struct TimelineArgs {
-    #[command(flatten)]
-    report: ReportArgs,
-    /// The image to write (.svg or .png; `-` for SVG on stdout).
-    #[arg(short, long, value_name = "FILE")]
-    output: PathBuf,
-    /// Image format (default: from the file's extension).
-    #[arg(long, value_enum)]
-    format: Option<ImageFormat>,
-    /// One line per domain, or per top-level context of one domain (`--domain`, default
-    /// the heap).
-    #[arg(long, value_enum, default_value_t = ChartBy::Domain)]
-    by: ChartBy,
-    /// Image size in pixels.
-    #[arg(long, default_value_t = 1200)]
-    width: u32,
-    #[arg(long, default_value_t = 600)]
-    height: u32,
+/// Why a command failed: the report library's error, or what the command line itself
+/// could not do (read a budget, write the report).
+#[derive(Debug)]
+enum CliError {
+    /// The library refused or failed.
+    Report(report::Error),
+    /// The report could not be written (e.g. stdout closed).
+    Output(std::io::Error),
+    /// A report file could not be created or written.
+    Write { path: PathBuf, error: std::io::Error },
+    /// An option or an input file cannot be used.
+    Usage(String),
 }
 
-#[derive(Debug, Args)]
-struct ExportArgs {
-    #[command(flatten)]
-    report: ReportArgs,
-    /// What to write.
-    #[arg(long, value_enum)]
-    format: ExportFormat,
-    /// The file to write (default: stdout).
-    #[arg(short, long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Where to find binaries and debug info (pprof only).
-    #[command(flatten)]
-    symbols: SymbolArgs,
+impl From<report::Error> for CliError {
+    fn from(e: report::Error) -> CliError {
+        CliError::Report(e)
+    }
 }
 
-#[derive(Debug, Args)]
-struct SymbolizedReportArgs {
-    #[command(flatten)]
-    report: ReportArgs,
-    #[command(flatten)]
-    symbols: SymbolArgs,
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Report(e) => write!(f, "{e}"),
+            CliError::Output(e) => write!(f, "cannot write the report: {e}"),
+            CliError::Write { path, error } => write!(f, "cannot write {}: {error}", path.display()),
+            CliError::Usage(what) => write!(f, "{what}"),
+        }
+    }
 }
 
 /// The command's feedback on stderr: a progress bar while a log replays (when stderr is
@@ -191,7 +177,8 @@ fn init_tracing(verbose: u8) {
     if verbose == 0 {
         return;
     }
-    let filter = if verbose == 1 { "replay_cli=debug,memreplay_replay=debug,memreplay_format=debug" } else { "trace" };
+    let filter =
+        if verbose == 1 { "memreplay_report=debug,memreplay_replay=debug,memreplay_format=debug" } else { "trace" };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
@@ -201,21 +188,19 @@ fn init_tracing(verbose: u8) {
 }
 
 fn parse_max_memory(s: &str) -> Result<u64, String> {
-    match report::select::parse_bytes(s)? {
+    match report::parse_bytes(s)? {
         0 => Err("the memory ceiling must be above 0".into()),
         n => Ok(n),
     }
 }
 
 /// The memory ceiling: `--max-memory`, else `MEMREPLAY_MAX_MEMORY`, else the default.
-fn set_memory_ceiling(flag: Option<u64>) -> Result<(), replay_cli::CliError> {
+fn set_memory_ceiling(flag: Option<u64>) -> Result<(), CliError> {
     let from_env = match std::env::var("MEMREPLAY_MAX_MEMORY") {
-        Ok(v) => {
-            Some(parse_max_memory(&v).map_err(|e| replay_cli::CliError::Usage(format!("MEMREPLAY_MAX_MEMORY: {e}")))?)
-        }
+        Ok(v) => Some(parse_max_memory(&v).map_err(|e| CliError::Usage(format!("MEMREPLAY_MAX_MEMORY: {e}")))?),
         Err(std::env::VarError::NotPresent) => None,
         Err(std::env::VarError::NotUnicode(_)) => {
-            return Err(replay_cli::CliError::Usage("MEMREPLAY_MAX_MEMORY is not valid UTF-8".into()))
+            return Err(CliError::Usage("MEMREPLAY_MAX_MEMORY is not valid UTF-8".into()))
         }
     };
     if let Some(limit) = flag.or(from_env).or_else(memreplay_replay::default_ceiling) {
@@ -230,51 +215,161 @@ fn main() -> ExitCode {
     init_tracing(cli.verbose);
     if let Err(e) = set_memory_ceiling(cli.max_memory) {
         eprintln!("replay-cli: {e}");
-        return ExitCode::from(replay_cli::EXIT_ERROR);
+        return ExitCode::from(EXIT_ERROR);
     }
-    let out = &mut std::io::stdout().lock();
-    let result = match cli.command {
-        Command::Info { log, json, strict } => {
-            let opts = replay_cli::InfoOptions { json, strict };
-            replay_cli::run_info(&log, opts, out)
-        }
-        Command::Summarize(a) => report::run_summarize(&a.report, &a.symbols, Progress::To(&TERMINAL), out),
-        Command::Tree(args) => report::run(ReportKind::Tree, &args, Progress::To(&TERMINAL), out),
-        Command::Leaks(a) => report::run_leaks(&a.report, &a.symbols, Progress::To(&TERMINAL), out),
-        Command::Efficiency(a) => report::run_efficiency(&a.report, &a.symbols, Progress::To(&TERMINAL), out),
-        Command::Instances(args) => report::run(ReportKind::Instances, &args, Progress::To(&TERMINAL), out),
-        Command::Diff(args) => report::diff::run(&args, Progress::To(&TERMINAL), out),
-        Command::Check(args) => replay_cli::check::run(&args, Progress::To(&TERMINAL), out),
-        Command::Timeline(t) => {
-            let chart = ChartOptions { by: t.by, width: t.width, height: t.height };
-            report::run_timeline(&t.report, chart, t.format, &t.output, Progress::To(&TERMINAL), out)
-        }
-        Command::Export(e) => {
-            report::run_export(&e.report, e.format, e.output.as_deref(), &e.symbols, Progress::To(&TERMINAL), out)
-        }
-        Command::Report { args, output, max_nodes, symbols } => report::run_html(
-            &args,
-            &symbols,
-            &output,
-            &report::html::HtmlOptions { max_nodes: usize::try_from(max_nodes).unwrap_or(usize::MAX) },
-            Progress::To(&TERMINAL),
-        ),
-        Command::Top(args) => report::run_top(&args, Progress::To(&TERMINAL), out),
-        Command::Frees(args) => report::run_frees(&args, Progress::To(&TERMINAL), out),
-        Command::Flamegraph(args) => report::run_flamegraph(&args, Progress::To(&TERMINAL), out),
-    };
-    match result {
+    match run(cli.command, &mut std::io::stdout().lock()) {
         Ok(code) => ExitCode::from(code),
         // `replay-cli info x.mrl | head`: the reader has what it wanted.
-        Err(replay_cli::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             // One line per problem (a command refuses every option it does not take).
             for line in e.to_string().lines() {
                 eprintln!("replay-cli: {line}");
             }
-            ExitCode::from(replay_cli::EXIT_ERROR)
+            ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// Runs one command, printing its report on `out` or writing it to its output file.
+/// Returns the exit status.
+fn run(command: Command, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
+    let progress = Progress::To(&TERMINAL);
+    match command {
+        Command::Info { log, json, strict } => {
+            let open = |error| report::Error::Open { path: log.clone(), error };
+            let file = std::fs::File::open(&log).map_err(|e| open(e.into()))?;
+            let reader = std::io::BufReader::with_capacity(1 << 16, file);
+            let info = report::Info::read(&log.display().to_string(), reader).map_err(open)?;
+            print(out, if json { info.to_json() } else { info.to_text() }.as_bytes())?;
+            Ok(if strict && !info.integrity.clean { EXIT_FAILED } else { 0 })
+        }
+        Command::Summarize(a) => {
+            printed(out, report::run_summarize(&a.report.options(), &a.symbols.options(), progress)?)
+        }
+        Command::Tree(a) => printed(out, report::run(ReportKind::Tree, &a.options(), progress)?),
+        Command::Leaks(a) => printed(out, report::run_leaks(&a.report.options(), &a.symbols.options(), progress)?),
+        Command::Efficiency(a) => {
+            printed(out, report::run_efficiency(&a.report.options(), &a.symbols.options(), progress)?)
+        }
+        Command::Instances(a) => printed(out, report::run(ReportKind::Instances, &a.options(), progress)?),
+        Command::Top(a) => printed(out, report::run_top(&a.options(), progress)?),
+        Command::Frees(a) => printed(out, report::run_frees(&a.options(), progress)?),
+        Command::Diff(a) => {
+            let diff = report::run_diff(&a.options(), progress)?;
+            print(out, diff.text.as_bytes())?;
+            Ok(if diff.damaged { EXIT_DAMAGED } else { 0 })
+        }
+        Command::Check(a) => {
+            let name = a.budget.display();
+            let budget =
+                std::fs::read_to_string(&a.budget).map_err(|e| CliError::Usage(format!("cannot read {name}: {e}")))?;
+            let check = report::run_check(&a.options(budget), progress)?;
+            let write_file = |path: &Path, text: &str| {
+                std::fs::write(path, text).map_err(|e| CliError::Usage(format!("cannot write {}: {e}", path.display())))
+            };
+            if let Some(path) = &a.json_out {
+                write_file(path, &check.json)?;
+            }
+            if let Some(path) = &a.junit {
+                write_file(path, &check.junit)?;
+            }
+            print(out, check.text.as_bytes())?;
+            Ok(match check.verdict {
+                report::Verdict::Passed => 0,
+                report::Verdict::Broken => EXIT_FAILED,
+                report::Verdict::Damaged => EXIT_DAMAGED,
+            })
+        }
+        Command::Flamegraph(a) => {
+            let output = a.output.as_deref().filter(|p| *p != Path::new("-"));
+            if let Some(p) = output {
+                check_output(p)?;
+            }
+            let bytes = report::run_flamegraph(&a.options(), progress)?;
+            write_or_print(output, &bytes, out)
+        }
+        Command::Timeline(a) => {
+            if a.output != Path::new("-") {
+                check_output(&a.output)?;
+            }
+            let format = match a.format {
+                Some(f) => f.into(),
+                None => report::ImageFormat::from_path(&a.output)?,
+            };
+            let chart = report::ChartOptions { by: a.by.into(), width: a.width, height: a.height };
+            let bytes = report::run_timeline(&a.report.options(), chart, format, progress)?;
+            write_or_print(Some(a.output.as_path()).filter(|p| *p != Path::new("-")), &bytes, out)
+        }
+        Command::Export(a) => {
+            let output = a.output.as_deref().filter(|p| *p != Path::new("-"));
+            if let Some(p) = output {
+                check_output(p)?;
+            }
+            let bytes = report::run_export(&a.report.options(), a.format.into(), &a.symbols.options(), progress)?;
+            write_or_print(output, &bytes, out)
+        }
+        Command::Report(a) => write_html(&a, progress),
+    }
+}
+
+/// Prints a report; returns the exit status (0).
+fn printed(out: &mut dyn std::io::Write, text: String) -> Result<u8, CliError> {
+    print(out, text.as_bytes())?;
+    Ok(0)
+}
+
+fn print(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<(), CliError> {
+    out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output)
+}
+
+/// Writes a report's bytes to the file `output`, or prints them without one. Returns the
+/// exit status (0).
+fn write_or_print(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Write) -> Result<u8, CliError> {
+    match output {
+        Some(p) => std::fs::write(p, bytes).map_err(|error| CliError::Write { path: p.to_owned(), error })?,
+        None => print(out, bytes)?,
+    }
+    Ok(0)
+}
+
+/// Fails early (before replaying) when `path` cannot be written: its directory is missing.
+fn check_output(path: &Path) -> Result<(), CliError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!("cannot write {}: no directory {}", path.display(), dir.display())));
+    }
+    if path.is_dir() {
+        return Err(CliError::Usage(format!("cannot write {}: it is a directory", path.display())));
+    }
+    Ok(())
+}
+
+/// `report`: the page's file is created before the replay, so a bad path fails at once,
+/// and removed again if the page cannot be made.
+fn write_html(a: &HtmlArgs, progress: Progress) -> Result<u8, CliError> {
+    let (opts, symbols) = (a.report.options(), a.symbols.options());
+    report::check_html(&opts, &symbols)?;
+    let output = &a.output;
+    let write_error = |error| CliError::Write { path: output.to_owned(), error };
+    if output.is_dir() {
+        return Err(write_error(std::io::Error::other("it is a directory")));
+    }
+    let file = std::fs::File::create(output).map_err(write_error)?;
+    let html = report::HtmlOptions { max_nodes: usize::try_from(a.max_nodes).unwrap_or(usize::MAX) };
+    let text = match report::run_html(&opts, &symbols, &html, progress) {
+        Ok(t) => t,
+        Err(e) => {
+            drop(file);
+            let _ = std::fs::remove_file(output);
+            return Err(e.into());
+        }
+    };
+    let mut w = std::io::BufWriter::new(file);
+    std::io::Write::write_all(&mut w, text.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut w))
+        .map_err(write_error)?;
+    Ok(0)
 }
 
 /// The heap, counted: what the memory ceiling measures. A request that the process

@@ -380,7 +380,7 @@ fn callstack_views_without_the_binary() {
     let out = temp("callstacks.pb.gz");
     let o = cli(&["export", p, "--format", "pprof", "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let profile = replay_cli::report::pprof::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let profile = memreplay_report::decode_pprof(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(profile.mapping.len(), 1);
     assert!(!profile.mapping[0].has_functions);
 }
@@ -400,6 +400,8 @@ fn callstack_views_reject_bad_input() {
         "no directory /no/such/dir",
     );
     assert_error(&cli(&["flamegraph", p, "-o", "/no/such/dir/out.svg"]), "no directory /no/such/dir");
+    assert_error(&cli(&["timeline", p, "-o", "/no/such/dir/chart.svg"]), "no directory /no/such/dir");
+    assert_error(&cli(&["timeline", p, "-o", "chart.bmp"]), "cannot tell the image format from `.bmp`");
     assert_error(&cli(&["leaks", p, "--symbols", "/no/such/dir"]), "no such directory");
     assert_error(&cli(&["top", temp("missing.mrl").to_str().unwrap()]), "cannot read");
     // clap: a missing --format, an unknown format or ranking.

@@ -1,7 +1,8 @@
 //! `replay-cli`'s integration tests, one binary (one link): the reports, `check` and
-//! `diff`, the HTML page and the command line through the binary; the engine against a
-//! model and a reference merge; hostile logs; release-built programs. Each module says
-//! what it covers; `common` holds what they share.
+//! `diff`, the HTML page and the command line through the binary; hostile logs;
+//! release-built programs. Each module says what it covers; `common` holds what they
+//! share. (The engine's own tests, against a model and a reference merge, are in
+//! `crates/replay/tests/all/`.)
 
 mod common;
 
@@ -9,7 +10,5 @@ mod check;
 mod cli;
 mod hostile;
 mod html;
-mod merge_order;
-mod model;
 mod release_builds;
 mod reports;

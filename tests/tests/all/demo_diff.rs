@@ -13,12 +13,15 @@ use memreplay_demo::{
     expected, Expected, CONSOLE_CAPACITY, ENTITY_BYTES, ENTITY_POOL, EXTRA_LEAK_BYTES, EXTRA_LEAK_FUNCTION, LABELS,
     LEAK_BYTES, LEVEL, LEVEL_ENTITIES, VRAM_LOCAL, VRAM_SYSTEM,
 };
+use memreplay_report::{
+    self as report, build_check, build_diff, build_range, run_check, run_diff, site_unresolved, size,
+};
+use memreplay_report::{At, BothUnnamed, CheckOptions, MinDelta, Number};
+use memreplay_report::{
+    ContextDiff, Diff, DiffOptions, FigureChanges, Progress, ReportOptions, SiteDiff, Status, Verdict,
+};
 use memreplay_symbols::{ModuleMap, Reason, Resolution, SymbolOptions, Symbolizer};
 use memreplay_tests::{run_demo, temp_log};
-use replay_cli::check::{self, CheckArgs};
-use replay_cli::report::diff::{self, ContextDiff, Diff, DiffArgs, FigureChanges, SiteDiff, Status};
-use replay_cli::report::table::size;
-use replay_cli::report::{self as report, range, At, Progress, ReportArgs};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
 const LOAD_TEXTURE: &str = "memreplay_demo::game::load_texture";
@@ -44,16 +47,16 @@ fn diff_of(before: &Path, after: &Path, at: Option<&str>) -> Diff {
     diff_with(before, after, at, |_| {})
 }
 
-fn diff_with(before: &Path, after: &Path, at: Option<&str>, f: impl FnOnce(&mut DiffArgs)) -> Diff {
-    let mut args = DiffArgs {
+fn diff_with(before: &Path, after: &Path, at: Option<&str>, f: impl FnOnce(&mut DiffOptions)) -> Diff {
+    let mut args = DiffOptions {
         before: before.to_owned(),
         after: Some(after.to_owned()),
         at: at.map(|l| At::Label(l.into())),
         limit: Some(0),
-        ..DiffArgs::default()
+        ..DiffOptions::default()
     };
     f(&mut args);
-    diff::build(&args, after, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"))
+    build_diff(&args, after, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The site row of `function` in `domain` (by function: exactly one).
@@ -223,14 +226,14 @@ fn more_textures_and_a_new_leak_give_the_exact_deltas() {
     }
 
     // --min-delta hides the small rows: nothing under 64 KiB.
-    let args = DiffArgs {
+    let args = DiffOptions {
         before: a.clone(),
         after: Some(b.clone()),
-        min_delta: Some(diff::MinDelta::Bytes(64 << 10)),
+        min_delta: Some(MinDelta::Bytes(64 << 10)),
         limit: Some(0),
-        ..DiffArgs::default()
+        ..DiffOptions::default()
     };
-    let small = diff::build(&args, &b, Progress::Hidden).unwrap();
+    let small = build_diff(&args, &b, Progress::Hidden).unwrap();
     assert!(small.contexts.iter().all(|c| c.figures.magnitude() >= 64 << 10));
     assert!(small.hidden_contexts > 0);
     assert!(!small.contexts.iter().any(|c| c.context.ends_with("Shaders:permutations")), "31 KiB is below 64 KiB");
@@ -257,8 +260,8 @@ fn a_log_against_itself_shows_no_change() {
 #[test]
 fn from_to_finds_what_the_level_load_left_behind() {
     let (a, e) = record("range.mrl", &["--frames", "6"]);
-    let args = DiffArgs { before: a.clone(), limit: Some(0), ..DiffArgs::default() };
-    let r = range::build(&args, LABELS[0], LABELS[1], Progress::Hidden).unwrap_or_else(|err| panic!("{err}"));
+    let args = DiffOptions { before: a.clone(), limit: Some(0), ..DiffOptions::default() };
+    let r = build_range(&args, LABELS[0], LABELS[1], Progress::Hidden).unwrap_or_else(|err| panic!("{err}"));
     assert_eq!((r.from.name.as_str(), r.to.name.as_str()), (LABELS[0], LABELS[1]));
     let domain = |name: &str| r.domains.iter().find(|d| d.domain.name == name);
 
@@ -301,7 +304,7 @@ fn from_to_finds_what_the_level_load_left_behind() {
     assert!(r.symbols.with_lines > 0);
     assert!(r.to_text().contains(LOAD_TEXTURE), "{}", r.to_text());
     // By whole callstack: the texture VRAM callstack holds one allocation per texture.
-    let stacks = range::build(&DiffArgs { stacks: true, ..args.clone() }, LABELS[0], LABELS[1], Progress::Hidden)
+    let stacks = build_range(&DiffOptions { stacks: true, ..args.clone() }, LABELS[0], LABELS[1], Progress::Hidden)
         .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(stacks.group, "stack");
     let svram = stacks.domains.iter().find(|d| d.domain.name == VRAM_LOCAL).unwrap();
@@ -311,12 +314,12 @@ fn from_to_finds_what_the_level_load_left_behind() {
     assert_eq!(r.total.bytes, heap.bytes + vram.bytes, "top-level domains only");
 
     // Gameplay leaves nothing in VRAM or the pool by the time the level is unloaded.
-    let r = range::build(&args, LABELS[2], LABELS[3], Progress::Hidden).unwrap();
+    let r = build_range(&args, LABELS[2], LABELS[3], Progress::Hidden).unwrap();
     assert!(r.domains.iter().all(|d| d.domain.name != VRAM_LOCAL && d.domain.name != ENTITY_POOL), "{:?}", r.domains);
     // Labels in the wrong order, or unknown, are errors naming the labels.
-    let err = range::build(&args, LABELS[2], LABELS[0], Progress::Hidden).err().unwrap().to_string();
+    let err = build_range(&args, LABELS[2], LABELS[0], Progress::Hidden).err().unwrap().to_string();
     assert!(err.contains("no label \"main menu\" after \"gameplay\""), "{err}");
-    let err = range::build(&args, "boss fight", LABELS[1], Progress::Hidden).err().unwrap().to_string();
+    let err = build_range(&args, "boss fight", LABELS[1], Progress::Hidden).err().unwrap().to_string();
     assert!(err.contains("no label \"boss fight\"") && err.contains("\"level loaded\""), "{err}");
     let _ = std::fs::remove_file(a);
 }
@@ -348,7 +351,7 @@ fn a_missing_binary_falls_back_to_raw_frames() {
 
     for stacks in [false, true] {
         let d = diff_with(&a, &b, None, |x| {
-            x.symbols.symbols = vec![empty.clone()];
+            x.symbols.search_dirs = vec![empty.clone()];
             x.stacks = stacks;
         });
         // Said in words and in the stats of both logs.
@@ -402,16 +405,15 @@ fn a_missing_binary_falls_back_to_raw_frames() {
         }
     }
     // The same in JSON, through the command.
-    let args = DiffArgs {
+    let args = DiffOptions {
         before: a.clone(),
         after: Some(b.clone()),
         json: true,
-        symbols: replay_cli::report::callstacks::SymbolArgs { symbols: vec![empty.clone()], no_symbols: false },
-        ..DiffArgs::default()
+        symbols: SymbolOptions { search_dirs: vec![empty.clone()], ..SymbolOptions::default() },
+        ..DiffOptions::default()
     };
-    let mut out = Vec::new();
-    diff::run(&args, Progress::Hidden, &mut out).unwrap_or_else(|e| panic!("{e}"));
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let out = run_diff(&args, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_str(&out.text).unwrap();
     assert!(v["sites_keyed_by"].as_str().unwrap().contains("module+0xoffset"));
     for side in ["before", "after"] {
         let reasons = v["symbols"][side]["reasons"].as_array().unwrap();
@@ -430,25 +432,31 @@ fn example_budget() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../replay-cli/budget.example.toml")
 }
 
+/// `check`'s options for the example budget.
+fn check_options(log: &Path, baseline: &Path) -> CheckOptions {
+    let budget = example_budget();
+    CheckOptions {
+        log: log.to_owned(),
+        budget_name: budget.display().to_string(),
+        budget: std::fs::read_to_string(&budget).unwrap(),
+        baseline: Some(baseline.to_owned()),
+        ..CheckOptions::default()
+    }
+}
+
 #[test]
 fn the_example_budget_holds_for_the_demo_and_breaks_when_it_grows() {
     let (base, _) = record("budget-base.mrl", &[]);
     let (same, _) = record("budget-same.mrl", &[]);
-    let args = |log: &Path| CheckArgs {
-        log: log.to_owned(),
-        budget: example_budget(),
-        baseline: Some(base.clone()),
-        ..CheckArgs::default()
-    };
-    let r = check::build(&args(&same), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let args = |log: &Path| check_options(log, &base);
+    let r = build_check(&args(&same), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
     assert!(r.passed, "{}", r.to_text());
     assert_eq!(r.failed, 0);
-    let mut out = Vec::new();
-    assert_eq!(check::run(&args(&same), Progress::Hidden, &mut out).unwrap(), 0);
+    assert_eq!(run_check(&args(&same), Progress::Hidden).unwrap().verdict, Verdict::Passed);
 
     // More textures and a second leak: the rules about those break, the others hold.
     let (grown, e) = record("budget-grown.mrl", &["--textures", "12", "--extra-leak"]);
-    let r = check::build(&args(&grown), Progress::Hidden).unwrap();
+    let r = build_check(&args(&grown), Progress::Hidden).unwrap();
     assert!(!r.passed);
     let failed: Vec<(&str, &str)> =
         r.results.iter().filter(|x| !x.passed).map(|x| (x.subject.as_str(), x.metric)).collect();
@@ -466,10 +474,10 @@ fn the_example_budget_holds_for_the_demo_and_breaks_when_it_grows() {
         r.to_text()
     );
     let shaders = r.results.iter().find(|x| x.subject == "**/Shaders").unwrap();
-    assert_eq!(shaders.measured, Some(check::Number::Int(EXTRA_LEAK_BYTES as i64)));
+    assert_eq!(shaders.measured, Some(Number::Int(EXTRA_LEAK_BYTES as i64)));
     let textures = r.results.iter().find(|x| x.subject == "Level/Textures" && x.metric == "live").unwrap();
-    assert_eq!(textures.measured, Some(check::Number::Int(e.texture_vram_bytes as i64)));
-    assert_eq!(check::run(&args(&grown), Progress::Hidden, &mut Vec::new()).unwrap(), check::EXIT_BROKEN);
+    assert_eq!(textures.measured, Some(Number::Int(e.texture_vram_bytes as i64)));
+    assert_eq!(run_check(&args(&grown), Progress::Hidden).unwrap().verdict, Verdict::Broken);
     for p in [base, same, grown] {
         let _ = std::fs::remove_file(p);
     }
@@ -485,7 +493,7 @@ fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
     let (b, eb) = record("diff-one-missing-b.mrl", &["--textures", "3", "--frames", "4"]);
     let exe = std::fs::canonicalize(&exe).unwrap();
     std::fs::remove_file(&exe).unwrap();
-    let symbols = |x: &mut DiffArgs| x.symbols.symbols = vec![empty.clone()];
+    let symbols = |x: &mut DiffOptions| x.symbols.search_dirs = vec![empty.clone()];
 
     for stacks in [false, true] {
         let d = diff_with(&a, &b, None, |x| {
@@ -548,11 +556,10 @@ fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
     }
 
     // The same in JSON, through the command.
-    let mut args = DiffArgs { before: a.clone(), after: Some(b.clone()), json: true, ..DiffArgs::default() };
+    let mut args = DiffOptions { before: a.clone(), after: Some(b.clone()), json: true, ..DiffOptions::default() };
     symbols(&mut args);
-    let mut out = Vec::new();
-    diff::run(&args, Progress::Hidden, &mut out).unwrap_or_else(|e| panic!("{e}"));
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let out = run_diff(&args, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_str(&out.text).unwrap();
     let before = &v["sites_unnamed"]["before"];
     assert_eq!(v["sites_unnamed"]["after"], serde_json::Value::Null);
     assert_eq!(before["reasons"][0]["reason"], "binary-not-found");
@@ -563,7 +570,7 @@ fn a_log_whose_binary_is_gone_is_not_compared_site_by_site() {
     // Named again by the binary itself: no note, and the sites compare (the new texture's).
     std::fs::copy(DEMO, empty.join("demo-copy")).unwrap();
     let d = diff_with(&a, &b, None, symbols);
-    assert_eq!(d.sites_unnamed, diff::BothUnnamed::default());
+    assert_eq!(d.sites_unnamed, BothUnnamed::default());
     assert!(!d.to_text().contains("note: "), "{}", d.to_text());
     assert!(d.sites.iter().any(|s| s.function == LOAD_TEXTURE), "{:#?}", d.sites);
     let _ = std::fs::remove_dir_all(empty.parent().unwrap());
@@ -585,7 +592,7 @@ fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
     // recorded path moved away), so only the debug file can name the sites.
     let (baseline, debug) =
         (repository().join("baseline/memory-baseline.mrl"), repository().join("baseline/memory-baseline.debug"));
-    let l = report::load(&ReportArgs::new(&baseline), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
+    let l = report::load(&ReportOptions::new(&baseline), Progress::Hidden).unwrap_or_else(|e| panic!("{e}"));
     let state = l.state();
     let mut modules = ModuleMap::read(&baseline, |id| state.string(id)).unwrap().modules().to_vec();
     let demo = modules.iter().position(|m| m.name() == "memreplay-demo").expect("the demo's module");
@@ -600,7 +607,7 @@ fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
         // only the demo's own frames are the debug file's to name.
         if f.module.as_deref() == Some("memreplay-demo") {
             assert_ne!(f.resolution, Resolution::None, "{f:?}");
-            assert!(!diff::site_unresolved(&name), "{name:?}");
+            assert!(!site_unresolved(&name), "{name:?}");
             named += 1;
         }
     }
@@ -616,8 +623,8 @@ fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
 
     // And `diff` as CI runs it, against a fresh recording: the baseline's own sites named.
     let (fresh, _) = record("ci-fresh.mrl", &[]);
-    let d = diff_with(&baseline, &fresh, None, |x| x.symbols.symbols = vec![debug.clone()]);
-    let unnamed_demo = |u: &Option<diff::UnnamedSites>| {
+    let d = diff_with(&baseline, &fresh, None, |x| x.symbols.search_dirs = vec![debug.clone()]);
+    let unnamed_demo = |u: &Option<report::UnnamedSites>| {
         u.iter().flat_map(|u| &u.reasons).any(|r| r.module.as_deref().is_some_and(|m| m.ends_with("memreplay-demo")))
     };
     assert!(!unnamed_demo(&d.sites_unnamed.before), "{}", d.to_text());

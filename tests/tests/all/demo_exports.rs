@@ -4,11 +4,9 @@
 use std::collections::BTreeMap;
 
 use memreplay_demo::LABELS;
+use memreplay_report::{self as report, build_summary, ChartBy, ChartOptions, ExportFormat, ImageFormat};
+use memreplay_report::{Progress, ReportOptions, SymbolOptions};
 use memreplay_tests::{run_demo, temp_log};
-use replay_cli::report::callstacks::SymbolArgs;
-use replay_cli::report::export::ExportFormat;
-use replay_cli::report::timeline_chart::{ChartBy, ChartOptions};
-use replay_cli::report::{self, summarize, ImageFormat, Progress, ReportArgs};
 use serde_json::Value;
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
@@ -21,24 +19,19 @@ fn demo(name: &str) -> std::path::PathBuf {
 }
 
 /// `summarize --json`, as the reference.
-fn summary(path: &std::path::Path) -> summarize::Summary {
-    summarize::build(&report::load(&ReportArgs::new(path), Progress::Hidden).unwrap())
+fn summary(path: &std::path::Path) -> report::Summary {
+    build_summary(&report::load(&ReportOptions::new(path), Progress::Hidden).unwrap())
 }
 
 fn export(path: &std::path::Path, format: ExportFormat) -> String {
-    let mut out = Vec::new();
-    report::run_export(&ReportArgs::new(path), format, None, &SymbolArgs::default(), Progress::Hidden, &mut out)
-        .unwrap();
-    String::from_utf8(out).unwrap()
+    let out = report::run_export(&ReportOptions::new(path), format, &SymbolOptions::default(), Progress::Hidden);
+    String::from_utf8(out.unwrap()).unwrap()
 }
 
 fn timeline(path: &std::path::Path, by: ChartBy) -> String {
-    let mut out = Vec::new();
     let opts = ChartOptions { by, ..ChartOptions::default() };
-    let svg = std::path::Path::new("-");
-    report::run_timeline(&ReportArgs::new(path), opts, Some(ImageFormat::Svg), svg, Progress::Hidden, &mut out)
-        .unwrap();
-    String::from_utf8(out).unwrap()
+    let out = report::run_timeline(&ReportOptions::new(path), opts, ImageFormat::Svg, Progress::Hidden);
+    String::from_utf8(out.unwrap()).unwrap()
 }
 
 fn attr(n: &roxmltree::Node, name: &str) -> u64 {
@@ -96,7 +89,7 @@ fn csv_and_json_exports_add_up_to_the_summary() {
     let text = export(&path, ExportFormat::Csv);
     let mut rows = csv::Reader::from_reader(text.as_bytes());
     let header = rows.headers().unwrap().clone();
-    assert_eq!(header.iter().collect::<Vec<_>>(), replay_cli::report::export::CSV_COLUMNS);
+    assert_eq!(header.iter().collect::<Vec<_>>(), report::CSV_COLUMNS);
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     let (domain, path_c, depth) = (col("domain"), col("path"), col("depth"));
     let mut by_domain: BTreeMap<String, Vec<csv::StringRecord>> = BTreeMap::new();
@@ -132,10 +125,9 @@ fn csv_and_json_exports_add_up_to_the_summary() {
         rows.records().map(Result::unwrap).find(|r| r[path_c].ends_with("UI:debug console")).unwrap()
     };
     assert_eq!(&console(&text)[col("efficiency")], "", "nothing live to weigh at the end");
-    let mut args = ReportArgs::new(&path);
+    let mut args = ReportOptions::new(&path);
     args.at = Some(report::At::Label(LABELS[1].into()));
-    let mut out = Vec::new();
-    report::run_export(&args, ExportFormat::Csv, None, &SymbolArgs::default(), Progress::Hidden, &mut out).unwrap();
+    let out = report::run_export(&args, ExportFormat::Csv, &SymbolOptions::default(), Progress::Hidden).unwrap();
     let at_label = console(std::str::from_utf8(&out).unwrap());
     assert_eq!(num(&at_label, "used_bytes"), memreplay_demo::CONSOLE_USED as u64);
     assert_eq!(num(&at_label, "usage_capacity"), memreplay_demo::CONSOLE_CAPACITY as u64);
@@ -203,25 +195,19 @@ fn the_chrome_trace_has_the_summary_figures() {
 #[test]
 fn options_that_do_not_apply_are_refused() {
     let path = demo("refused.mrl");
-    let out = &mut Vec::new();
-    let svg = std::path::Path::new("chart.svg");
-    let mut args = ReportArgs::new(&path);
+    let svg = ImageFormat::Svg;
+    let mut args = ReportOptions::new(&path);
     args.thread = Some("main".into());
-    let e = report::run_timeline(&args, ChartOptions::default(), None, svg, Progress::Hidden, out).unwrap_err();
+    let e = report::run_timeline(&args, ChartOptions::default(), svg, Progress::Hidden).unwrap_err();
     assert_eq!(e.to_string(), "timeline does not take --thread: it covers every thread");
-    let none = SymbolArgs::default();
-    let e = report::run_export(&args, ExportFormat::ChromeTrace, None, &none, Progress::Hidden, out).unwrap_err();
+    let none = SymbolOptions::default();
+    let e = report::run_export(&args, ExportFormat::ChromeTrace, &none, Progress::Hidden).unwrap_err();
     assert_eq!(e.to_string(), "export --format chrome-trace does not take --thread: the trace covers every thread");
-    let mut args = ReportArgs::new(&path);
+    let mut args = ReportOptions::new(&path);
     args.at = Some(report::At::Label("gameplay".into()));
-    let e = report::run_timeline(&args, ChartOptions::default(), None, svg, Progress::Hidden, out).unwrap_err();
+    let e = report::run_timeline(&args, ChartOptions::default(), svg, Progress::Hidden).unwrap_err();
     assert_eq!(e.to_string(), "timeline does not take --at: it covers the whole recording");
-    let args = ReportArgs::new(&path);
-    let bmp = std::path::Path::new("chart.bmp");
-    let e = report::run_timeline(&args, ChartOptions::default(), None, bmp, Progress::Hidden, out).unwrap_err();
+    let e = ImageFormat::from_path(std::path::Path::new("chart.bmp")).unwrap_err();
     assert!(e.to_string().contains("cannot tell the image format"), "{e}");
-    let nowhere = std::path::Path::new("/nonexistent-dir/chart.svg");
-    let e = report::run_timeline(&args, ChartOptions::default(), None, nowhere, Progress::Hidden, out).unwrap_err();
-    assert!(e.to_string().starts_with("cannot write /nonexistent-dir/chart.svg"), "{e}");
-    assert!(out.is_empty());
+    assert_eq!(ImageFormat::from_path(std::path::Path::new("chart.PNG")).unwrap(), ImageFormat::Png);
 }

@@ -7,10 +7,9 @@ use memreplay_demo::{
     LEAK_BYTES, LEVEL, LEVEL_ENTITIES, MESHES, PROJECTILE_LIFETIME, SHADOW_ATLAS_BYTES, STAGING_BYTES, VRAM_LOCAL,
     VRAM_LOCAL_CAPACITY, VRAM_SYSTEM,
 };
+use memreplay_report::{self as report, build_efficiency, build_instances, build_leaks, build_summary, build_tree};
+use memreplay_report::{At, Loaded, Progress, ReportKind, ReportOptions};
 use memreplay_tests::{run_demo, temp_log};
-use replay_cli::report::{
-    self, efficiency, instances, leaks, summarize, tree, At, Loaded, Progress, ReportArgs, ReportKind,
-};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
 
@@ -26,8 +25,8 @@ fn record(name: &str, args: &[&str]) -> (std::path::PathBuf, Expected) {
     (path, expected(&opts))
 }
 
-fn load(path: &std::path::Path, f: impl FnOnce(&mut ReportArgs)) -> Loaded {
-    let mut args = ReportArgs::new(path);
+fn load(path: &std::path::Path, f: impl FnOnce(&mut ReportOptions)) -> Loaded {
+    let mut args = ReportOptions::new(path);
     f(&mut args);
     report::load(&args, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -41,7 +40,7 @@ fn default_run_reports_the_demos_figures() {
     let (path, exp) = record("reports.mrl", &[]);
     let n = exp.textures.len() as u64;
     let end = load(&path, |_| {});
-    let s = summarize::build(&end);
+    let s = build_summary(&end);
 
     // Capture facts.
     assert!(s.integrity.complete && s.integrity.clean, "{:?}", s.integrity);
@@ -120,7 +119,7 @@ fn default_run_reports_the_demos_figures() {
 
     // The deliberate leak: its bytes, in Level/Forest → Scripts/cache, at one callstack.
     let cache = format!("Level:{LEVEL}/Scripts:cache");
-    let l = leaks::build(&end);
+    let l = build_leaks(&end);
     let heap_leaks = l.domains.iter().find(|d| d.domain.name == "heap").expect("heap leaks");
     let leak = heap_leaks.contexts.iter().find(|c| c.context == cache).expect("the script cache leaks");
     assert_eq!((leak.bytes, leak.count), (LEAK_BYTES as u64, 1));
@@ -133,7 +132,7 @@ fn default_run_reports_the_demos_figures() {
     assert_eq!(heap_leaks.contexts[0].context, cache);
 
     // Textures per instance, in VRAM: exactly their mip chains.
-    let inst = instances::build(&end);
+    let inst = build_instances(&end);
     let vram_types = &inst.domains.iter().find(|d| d.domain.name == VRAM_LOCAL).unwrap().types;
     let tex = vram_types.iter().find(|t| t.name == "Texture").unwrap();
     assert_eq!((tex.contexts, tex.instances), (n, n));
@@ -150,9 +149,9 @@ fn default_run_reports_the_demos_figures() {
     // library allocated for the streaming job channel on its first send (made in that
     // texture's context; a few hundred bytes, part of it kept until the end).
     let loaded = load(&path, |a| a.at = Some(At::Label(LABELS[1].into())));
-    let inst_loaded = instances::build(&loaded);
+    let inst_loaded = build_instances(&loaded);
     let heap_of =
-        |i: &instances::Instances| i.domains.iter().find(|d| d.domain.name == "heap").expect("heap instances").clone();
+        |i: &report::Instances| i.domains.iter().find(|d| d.domain.name == "heap").expect("heap instances").clone();
     let at_label = heap_of(&inst_loaded);
     let context = |name: &str| {
         let path = texture_path(name);
@@ -177,7 +176,7 @@ fn default_run_reports_the_demos_figures() {
     // The over-reserved console: CONSOLE_USED of CONSOLE_CAPACITY, live at the label and
     // at the heap's peak; the least efficient context of the summary.
     let console = "UI:main menu/UI:debug console";
-    let e = efficiency::build(&loaded);
+    let e = build_efficiency(&loaded);
     let c = e.contexts.iter().find(|c| c.context == console).expect("the console reports its usage");
     for u in [&c.live, &c.peak] {
         assert_eq!((u.used_bytes, u.capacity_bytes), (CONSOLE_USED as u64, CONSOLE_CAPACITY as u64));
@@ -192,7 +191,7 @@ fn default_run_reports_the_demos_figures() {
     assert_eq!(s.efficiency.least_efficient_contexts[0].context, console);
 
     // The VRAM tree at "level loaded": the shadow atlas, the meshes, the textures.
-    let t = tree::build(&load(&path, |a| {
+    let t = build_tree(&load(&path, |a| {
         a.at = Some(At::Label(LABELS[1].into()));
         a.domain = Some(VRAM_LOCAL.into());
     }));
@@ -217,10 +216,8 @@ fn default_run_reports_the_demos_figures() {
         [ReportKind::Summarize, ReportKind::Tree, ReportKind::Leaks, ReportKind::Efficiency, ReportKind::Instances]
     {
         for json in [false, true] {
-            let args = ReportArgs { json, ..ReportArgs::new(&path) };
-            let mut out = Vec::new();
-            assert_eq!(report::run(kind, &args, Progress::Hidden, &mut out).unwrap(), 0);
-            let text = String::from_utf8(out).unwrap();
+            let args = ReportOptions { json, ..ReportOptions::new(&path) };
+            let text = report::run(kind, &args, Progress::Hidden).unwrap();
             if json {
                 serde_json::from_str::<serde_json::Value>(&text).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
             } else {
@@ -238,7 +235,7 @@ fn default_run_reports_the_demos_figures() {
 #[test]
 fn extra_leak_and_frames() {
     let (path, exp) = record("reports-extra.mrl", &["--extra-leak", "--textures", "3", "--frames", "20"]);
-    let l = leaks::build(&load(&path, |a| a.domain = Some("heap".into())));
+    let l = build_leaks(&load(&path, |a| a.domain = Some("heap".into())));
     for leak in &exp.leaks {
         let context = format!("Level:{LEVEL}/{}:{}", leak.context.0, leak.context.1);
         let c = l.domains[0].contexts.iter().find(|c| c.context == context).unwrap_or_else(|| panic!("{context}"));
@@ -252,14 +249,14 @@ fn extra_leak_and_frames() {
         a.at = Some(At::Frame(10));
         a.domain = Some(ENTITY_POOL.into());
     });
-    let s = summarize::build(&at);
+    let s = build_summary(&at);
     assert_eq!(s.selection.at.frame, Some(10));
     let pool = &s.domains[0];
     let live = LEVEL_ENTITIES as u64 + PROJECTILE_LIFETIME;
     assert_eq!((pool.live.count, pool.live.bytes), (live, live * ENTITY_BYTES as u64));
 
     // A frame or label the log does not have is an error naming the labels.
-    let mut args = ReportArgs::new(&path);
+    let mut args = ReportOptions::new(&path);
     args.at = Some(At::Frame(20));
     let err = report::load(&args, Progress::Hidden).err().expect("no frame 20").to_string();
     assert!(err.contains("no frame 20") && err.contains("\"level loaded\""), "{err}");

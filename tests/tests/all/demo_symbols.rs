@@ -11,16 +11,14 @@ use std::process::Command;
 use memreplay_demo::{
     expected, Expected, LEAK_BYTES, LEAK_FUNCTION, LEVEL, STREAMING_THREAD, TEXTURE_NAMES, VRAM_LOCAL,
 };
+use memreplay_report::{self as report, build_efficiency, build_folded, build_frees, build_leaks_symbolized};
+use memreplay_report::{build_summary, flame_svg, stack_frames};
+use memreplay_report::{
+    build_top, build_tree, decode_pprof, At, Error, ExportFormat, FlameOptions, FreesOptions, Loaded,
+};
+use memreplay_report::{Metric, Progress, ReportOptions, Top, TopOptions, TopRow, SAMPLE_TYPES};
 use memreplay_symbols::{self, Reason, Resolution, SymbolOptions, Symbolizer};
 use memreplay_tests::{run_demo, temp_log};
-use replay_cli::report::callstacks::SymbolArgs;
-use replay_cli::report::export::ExportFormat;
-use replay_cli::report::flame::{self, FlameArgs};
-use replay_cli::report::pprof::{self, SAMPLE_TYPES};
-use replay_cli::report::sites::Metric;
-use replay_cli::report::top::{self, TopArgs, TopRow};
-use replay_cli::report::{self, efficiency, frees, leaks, summarize, tree, At, Loaded, Progress, ReportArgs};
-use replay_cli::CliError;
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
 
@@ -35,19 +33,19 @@ fn record_with(exe: &str, name: &str, args: &[&str]) -> (PathBuf, Expected) {
     (path, expected(&opts))
 }
 
-fn load(args: &ReportArgs) -> Loaded {
+fn load(args: &ReportOptions) -> Loaded {
     report::load(args, Progress::Hidden).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn top(path: &Path, f: impl FnOnce(&mut TopArgs)) -> top::Top {
-    let mut args = TopArgs::new(path);
+fn top(path: &Path, f: impl FnOnce(&mut TopOptions)) -> Top {
+    let mut args = TopOptions::new(path);
     args.limit = Some(10_000);
     f(&mut args);
-    top::build(&load(&args.report_args()), &args).unwrap_or_else(|e| panic!("{e}"))
+    build_top(&load(&args.report_options()), &args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The heap's rows (none when no heap site passes the filters).
-fn heap_rows(t: &top::Top) -> &[TopRow] {
+fn heap_rows(t: &Top) -> &[TopRow] {
     t.domains.iter().find(|d| d.domain.name == "heap").map_or(&[], |d| &d.rows)
 }
 
@@ -79,7 +77,7 @@ fn row<'a>(rows: &'a [TopRow], function: &str) -> &'a TopRow {
 #[test]
 fn demo_allocation_sites_are_symbolicated() {
     let (path, exp) = record_with(DEMO, "symbols.mrl", &[]);
-    let l = load(&ReportArgs::new(&path));
+    let l = load(&ReportOptions::new(&path));
     let state = l.state();
     assert!(!state.stacks.is_empty(), "the demo recorded no callstacks (frame pointers?)");
 
@@ -166,8 +164,8 @@ fn demo_allocation_sites_are_symbolicated() {
 
     // The deliberate leak: its function and line, in `leaks`, by context and by stack.
     let leak_line = line_of("game.rs", "LEAK-SITE");
-    let lk = leaks::build_symbolized(
-        &load(&ReportArgs { domain: Some("heap".into()), ..ReportArgs::new(&path) }),
+    let lk = build_leaks_symbolized(
+        &load(&ReportOptions { domain: Some("heap".into()), ..ReportOptions::new(&path) }),
         &mut syms,
     );
     let cache = format!("Level:{LEVEL}/Scripts:cache");
@@ -185,9 +183,9 @@ fn demo_allocation_sites_are_symbolicated() {
     // Free callstacks: the decoded texture (allocated by the streaming thread's decode)
     // is freed by load_texture, once per texture; the scratch buffer by decode itself.
     let mut args =
-        frees::FreesArgs { log: path.clone(), site: "memreplay_demo::workers::decode".into(), ..Default::default() };
+        FreesOptions { log: path.clone(), site: "memreplay_demo::workers::decode".into(), ..Default::default() };
     args.domain = Some("heap".into());
-    let f = frees::build(&load(&args.report_args()), &args).unwrap();
+    let f = build_frees(&load(&args.report_options()), &args).unwrap();
     assert!(f.free_callstacks);
     let s = &f.domains[0].sites[0];
     assert_eq!(s.function, "memreplay_demo::workers::decode");
@@ -200,9 +198,9 @@ fn demo_allocation_sites_are_symbolicated() {
     assert_eq!(s.freed.count, s.total.count - s.live.count);
 
     // `summarize` (the README's first command) names its sites and their free callstacks.
-    let mut sum = summarize::build(&l);
+    let mut sum = build_summary(&l);
     sum.symbolize(state, &mut syms);
-    let named = |s: &summarize::SiteSummary| s.site.as_ref().map_or(String::new(), |n| n.function.clone());
+    let named = |s: &report::SiteSummary| s.site.as_ref().map_or(String::new(), |n| n.function.clone());
     let textures = sum
         .sites
         .iter()
@@ -222,7 +220,7 @@ fn demo_allocation_sites_are_symbolicated() {
 
     // `efficiency` names its container sites the same way: the debug console, reserved
     // in MainMenu::open, with its line; the raw frames stay beside the name.
-    let mut eff = efficiency::build(&l);
+    let mut eff = build_efficiency(&l);
     eff.symbolize(state, &mut syms);
     let console = eff
         .sites
@@ -232,7 +230,7 @@ fn demo_allocation_sites_are_symbolicated() {
     let name = console.site.as_ref().unwrap();
     assert_eq!(name.line, Some(line_of("game.rs", "Vec::with_capacity(CONSOLE_CAPACITY)")));
     assert!(name.file.as_deref().is_some_and(|f| f.ends_with("demo/src/game.rs")), "{name:?}");
-    assert_eq!(console.frames, leaks::frames(state, console.stack));
+    assert_eq!(console.frames, stack_frames(state, console.stack));
     let text = eff.to_text();
     assert!(text.contains(&format!("stack {}: memreplay_demo::game::MainMenu::open (", console.stack)), "{text}");
     assert!(text.contains("\nsymbols: "), "{text}");
@@ -240,16 +238,16 @@ fn demo_allocation_sites_are_symbolicated() {
 }
 
 /// Sum of the folded stacks' values.
-fn folded_total(path: &Path, f: impl FnOnce(&mut FlameArgs)) -> u64 {
-    let mut args = FlameArgs::new(path);
+fn folded_total(path: &Path, f: impl FnOnce(&mut FlameOptions)) -> u64 {
+    let mut args = FlameOptions::new(path);
     f(&mut args);
-    let folded = flame::folded(&load(&args.report_args()), &args).unwrap_or_else(|e| panic!("{e}"));
+    let folded = build_folded(&load(&args.report_options()), &args).unwrap_or_else(|e| panic!("{e}"));
     let sum: u64 = folded.lines.iter().map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap()).sum();
     assert_eq!(sum, folded.total);
     sum
 }
 
-fn find_node<'a>(n: &'a tree::TreeNode, path: &str) -> Option<&'a tree::TreeNode> {
+fn find_node<'a>(n: &'a report::TreeNode, path: &str) -> Option<&'a report::TreeNode> {
     if n.path == path {
         return Some(n);
     }
@@ -259,7 +257,7 @@ fn find_node<'a>(n: &'a tree::TreeNode, path: &str) -> Option<&'a tree::TreeNode
 #[test]
 fn flame_graph_and_pprof_add_up_to_the_summary() {
     let (path, _) = record_with(DEMO, "flame.mrl", &["--textures", "4", "--frames", "20"]);
-    let s = summarize::build(&load(&ReportArgs::new(&path)));
+    let s = build_summary(&load(&ReportOptions::new(&path)));
     let dom = |name: &str| s.domains.iter().find(|d| d.domain.name == name).unwrap();
     let heap = dom("heap");
 
@@ -270,9 +268,9 @@ fn flame_graph_and_pprof_add_up_to_the_summary() {
             for contexts in [false, true] {
                 if contexts && by == Metric::Total {
                     // Totals are not kept per context.
-                    let mut args = FlameArgs::new(&path);
+                    let mut args = FlameOptions::new(&path);
                     (args.by, args.contexts) = (by, true);
-                    assert!(flame::folded(&load(&args.report_args()), &args).is_err());
+                    assert!(build_folded(&load(&args.report_options()), &args).is_err());
                     continue;
                 }
                 let got = folded_total(&path, |a| {
@@ -285,11 +283,11 @@ fn flame_graph_and_pprof_add_up_to_the_summary() {
         }
     }
     // Contexts are root frames: the leak under Level → Scripts.
-    let mut args = FlameArgs::new(&path);
+    let mut args = FlameOptions::new(&path);
     args.by = Metric::Live;
     args.contexts = true;
     args.domain = Some("heap".into());
-    let folded = flame::folded(&load(&args.report_args()), &args).unwrap();
+    let folded = build_folded(&load(&args.report_options()), &args).unwrap();
     let leak = folded.lines.iter().find(|l| l.contains(LEAK_FUNCTION)).expect("the leak's stack");
     assert!(leak.starts_with(&format!("Level:{LEVEL};Scripts:cache;")), "{leak}");
     assert!(leak.ends_with(&format!(" {LEAK_BYTES}")), "{leak}");
@@ -298,10 +296,10 @@ fn flame_graph_and_pprof_add_up_to_the_summary() {
     assert_eq!(all, s.total.total.bytes);
 
     // The SVG: well-formed XML, an <svg> root, the functions in it.
-    let mut args = FlameArgs::new(&path);
+    let mut args = FlameOptions::new(&path);
     args.domain = Some("heap".into());
     args.by = Metric::Total;
-    let svg = flame::svg(&flame::folded(&load(&args.report_args()), &args).unwrap(), &args, "flame.mrl").unwrap();
+    let svg = flame_svg(&build_folded(&load(&args.report_options()), &args).unwrap(), &args, "flame.mrl").unwrap();
     let text = String::from_utf8(svg.clone()).unwrap();
     let mut reader = quick_xml::Reader::from_str(&text);
     let mut root = None;
@@ -327,12 +325,11 @@ fn flame_graph_and_pprof_add_up_to_the_summary() {
 
     // pprof: decodes with the schema; per domain, the samples add up to the summary.
     let out = temp_log("flame.pb.gz");
-    let mut stdout = Vec::new();
-    let (args, symbols) = (ReportArgs::new(&path), SymbolArgs::default());
-    report::run_export(&args, ExportFormat::Pprof, Some(&out), &symbols, Progress::Hidden, &mut stdout).unwrap();
-    let bytes = std::fs::read(&out).unwrap();
+    let (args, symbols) = (ReportOptions::new(&path), SymbolOptions::default());
+    let bytes = report::run_export(&args, ExportFormat::Pprof, &symbols, Progress::Hidden).unwrap();
+    std::fs::write(&out, &bytes).unwrap();
     assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzipped");
-    let p = pprof::decode(&bytes).unwrap();
+    let p = decode_pprof(&bytes).unwrap();
     let st = |i: i64| p.string_table[i as usize].as_str();
     assert_eq!(st(0), "");
     let types: Vec<(&str, &str)> = p.sample_type.iter().map(|t| (st(t.r#type), st(t.unit))).collect();
@@ -382,9 +379,9 @@ fn flame_graph_and_pprof_add_up_to_the_summary() {
 fn context_thread_and_point_filters_agree_with_the_tree() {
     let (path, _) = record_with(DEMO, "filters.mrl", &["--textures", "3", "--frames", "10"]);
     let textures = format!("Level:{LEVEL}/Textures:{LEVEL}");
-    let sum = |t: &top::Top, f: fn(&TopRow) -> u64| heap_rows(t).iter().map(f).sum::<u64>();
+    let sum = |t: &Top, f: fn(&TopRow) -> u64| heap_rows(t).iter().map(f).sum::<u64>();
     // At the heap's peak and at the end, a context's sites hold what the tree says it held.
-    let tr = tree::build(&load(&ReportArgs { domain: Some("heap".into()), ..ReportArgs::new(&path) }));
+    let tr = build_tree(&load(&ReportOptions { domain: Some("heap".into()), ..ReportOptions::new(&path) }));
     let node = find_node(&tr.domains[0].root, &textures).expect("the textures' context");
     let t = top(&path, |a| {
         a.context = Some(textures.clone());
@@ -396,8 +393,11 @@ fn context_thread_and_point_filters_agree_with_the_tree() {
     assert!(heap_rows(&t).iter().any(|r| r.function == "memreplay_demo::game::load_texture"));
     // At a label.
     let at = At::Label("level loaded".into());
-    let tr =
-        tree::build(&load(&ReportArgs { domain: Some("heap".into()), at: Some(at.clone()), ..ReportArgs::new(&path) }));
+    let tr = build_tree(&load(&ReportOptions {
+        domain: Some("heap".into()),
+        at: Some(at.clone()),
+        ..ReportOptions::new(&path)
+    }));
     let node = find_node(&tr.domains[0].root, &format!("Level:{LEVEL}")).unwrap();
     let t = top(&path, |a| {
         a.by = Metric::Live;
@@ -408,10 +408,10 @@ fn context_thread_and_point_filters_agree_with_the_tree() {
     assert_eq!(sum(&t, |r| r.live.unwrap().bytes), node.bytes);
     assert!(node.bytes > 0);
     // A thread, at the end: what the streaming thread made and still holds.
-    let tr = tree::build(&load(&ReportArgs {
+    let tr = build_tree(&load(&ReportOptions {
         domain: Some("heap".into()),
         thread: Some(STREAMING_THREAD.into()),
-        ..ReportArgs::new(&path)
+        ..ReportOptions::new(&path)
     }));
     let t = top(&path, |a| {
         a.by = Metric::Live;
@@ -427,14 +427,14 @@ fn context_thread_and_point_filters_agree_with_the_tree() {
     assert_eq!(sum(&t, |r| r.peak.unwrap().bytes), tr.domains[0].root.peak_bytes);
 
     // What cannot be had: an error, not a guess.
-    let mut args = TopArgs::new(&path);
+    let mut args = TopOptions::new(&path);
     args.by = Metric::Total;
     args.context = Some(textures.clone());
-    let err = top::build(&load(&args.report_args()), &args).unwrap_err();
-    assert!(matches!(err, CliError::Usage(_)) && err.to_string().contains("--by total"), "{err}");
+    let err = build_top(&load(&args.report_options()), &args).unwrap_err();
+    assert!(matches!(err, Error::Usage(_)) && err.to_string().contains("--by total"), "{err}");
     args.context = Some("Level:Nowhere".into());
     args.by = Metric::Peak;
-    let err = top::build(&load(&args.report_args()), &args).unwrap_err().to_string();
+    let err = build_top(&load(&args.report_options()), &args).unwrap_err().to_string();
     assert!(err.contains("no context \"Level:Nowhere\"") && err.contains(&format!("\"Level:{LEVEL}\"")), "{err}");
     let _ = TEXTURE_NAMES;
     let _ = std::fs::remove_file(&path);
@@ -470,7 +470,7 @@ fn stripped_and_missing_binaries_degrade() {
     std::fs::copy(std::env::current_exe().unwrap(), other.join("demo-copy")).unwrap();
     std::fs::remove_file(&exe).unwrap();
 
-    let l = load(&ReportArgs { domain: Some("heap".into()), ..ReportArgs::new(&path) });
+    let l = load(&ReportOptions { domain: Some("heap".into()), ..ReportOptions::new(&path) });
     let state = l.state();
     let leak_stack =
         state.live_allocations().find(|a| a.2 == LEAK_BYTES as u64).map(|a| a.4).expect("the leak is live");
@@ -519,11 +519,10 @@ fn stripped_and_missing_binaries_degrade() {
     let n = st.reasons.iter().find(|r| r.module.as_deref() == Some(module.path.as_str())).unwrap().addresses;
     assert!(n > 0 && st.unresolved >= n);
     // … and the same through the CLI's report: `top --json` says why.
-    let mut args = TopArgs::new(&path);
+    let mut args = TopOptions::new(&path);
     args.json = true;
-    let mut out = Vec::new();
-    report::run_top(&args, Progress::Hidden, &mut out).unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let out = report::run_top(&args, Progress::Hidden).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let reasons = v["symbols"]["reasons"].as_array().unwrap();
     assert!(
         reasons.iter().any(|r| r["reason"] == "binary-not-found" && r["module"] == module.path.as_str()),

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use memreplay_demo::{LEAK_FUNCTION, LEVEL};
+use memreplay_report::{self as report, build_leaks_symbolized, build_summary, symbolizer, to_json, HtmlOptions};
+use memreplay_report::{Progress, ReportOptions, SymbolOptions};
 use memreplay_tests::{run_demo, temp_log};
-use replay_cli::report::callstacks::{self, SymbolArgs};
-use replay_cli::report::{self, html, summarize, Progress, ReportArgs};
 use serde_json::Value;
 
 const DEMO: &str = env!("CARGO_BIN_EXE_demo-runner");
@@ -22,10 +22,10 @@ fn demo_report(name: &str) -> (PathBuf, PathBuf, Value) {
     let log = temp_log(&format!("{name}.mrl"));
     run_demo(DEMO, &[log.to_str().unwrap()]);
     let page = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.html"));
-    let args = ReportArgs::new(&log);
-    report::run_html(&args, &SymbolArgs::default(), &page, &html::HtmlOptions::default(), Progress::Hidden)
+    let args = ReportOptions::new(&log);
+    let text = report::run_html(&args, &SymbolOptions::default(), &HtmlOptions::default(), Progress::Hidden)
         .unwrap_or_else(|e| panic!("{e}"));
-    let text = std::fs::read_to_string(&page).unwrap();
+    std::fs::write(&page, &text).unwrap();
     let open = r#"<script type="application/json" id="report-data">"#;
     let start = text.find(open).expect("the data island") + open.len();
     let end = start + text[start..].find("</script>").unwrap();
@@ -113,8 +113,8 @@ fn root_sum(triples: &Value) -> (u64, u64) {
 #[test]
 fn the_demos_island_agrees_with_summarize() {
     let (log, _, data) = demo_report("island");
-    let loaded = report::load(&ReportArgs::new(&log), Progress::Hidden).unwrap();
-    let summary: Value = serde_json::from_str(&report::to_json(&summarize::build(&loaded))).unwrap();
+    let loaded = report::load(&ReportOptions::new(&log), Progress::Hidden).unwrap();
+    let summary: Value = serde_json::from_str(&to_json(&build_summary(&loaded))).unwrap();
     let page = &data["summary"];
     // Same figures; only the lists are longer in the page (25 rows rather than 10).
     for key in ["capture", "integrity", "anomalies", "domains", "total", "process_memory", "selection"] {
@@ -164,9 +164,8 @@ fn the_demos_island_agrees_with_summarize() {
     assert_eq!(u(&data["timeline"]["frames"]["count"]), u(&summary["capture"]["frames"]));
     // Leaks: the same as `leaks --json` (the demo's deliberate leak is in there),
     // symbolicated the same way.
-    let mut syms = callstacks::symbolizer(&loaded, &SymbolArgs::default()).unwrap();
-    let leaks: Value =
-        serde_json::from_str(&report::to_json(&report::leaks::build_symbolized(&loaded, &mut syms))).unwrap();
+    let mut syms = symbolizer(&loaded, &SymbolOptions::default()).unwrap();
+    let leaks: Value = serde_json::from_str(&to_json(&build_leaks_symbolized(&loaded, &mut syms))).unwrap();
     assert_eq!(data["leaks"]["total_bytes"], leaks["total_bytes"]);
     assert_eq!(data["leaks"]["domains"], leaks["domains"]);
 }
