@@ -111,6 +111,18 @@ pub fn load(args: &ReportOptions, progress: Progress) -> Result<Loaded, Error> {
     progress.replayed();
     let replay = replay.map_err(|error| Error::Open { path: path.to_owned(), error })?;
     tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        {
+            let parts: Vec<String> = replay
+                .state
+                .memory_by_part()
+                .iter()
+                .filter(|&&(_, bytes, _)| bytes > 0)
+                .map(|&(part, bytes, n)| format!("{part} {} ({n})", table::size(bytes)))
+                .collect();
+            tracing::debug!("replay state: {}", parts.join(", "));
+        }
+    }
     refuse_out_of_room(path, &replay)?;
     refuse_too_deep(path, &replay)?;
     let sel = Selection::resolve(&replay.state, args)?;
