@@ -20,7 +20,9 @@
 //!
 //! `cargo bench -p memreplay-benches --bench replay_throughput`
 //! (`-- --events N` for the timed log, `--runs R`, `--rss-events A,B` for the memory
-//! runs, `--keep DIR` to keep the logs.)
+//! runs, `--keep DIR` to keep the logs; `--threads N --run-max M` for a timed log of N
+//! threads in runs of 1..=M events: `--threads 16 --run-max 4` interleaves like a
+//! 16-core recording.)
 
 use std::collections::VecDeque;
 use std::io::BufWriter;
@@ -69,7 +71,16 @@ struct GenThread {
     depth: u32,
 }
 
-const THREADS: usize = 4;
+/// How the log's threads interleave: how many, and the longest run of events one thread
+/// writes before another may (each run is 1..=`run_max` events, the thread at random).
+#[derive(Clone, Copy)]
+struct Shape {
+    threads: usize,
+    run_max: u64,
+}
+
+/// The game-like default: 4 threads in runs of 1-200 events.
+const GAME: Shape = Shape { threads: 4, run_max: 200 };
 /// Context names at each depth (level, zone, group, asset).
 const NAMES: [u32; 4] = [8, 10, 5, 50];
 const STACKS: u64 = 2000;
@@ -87,10 +98,10 @@ fn header() -> FileHeader {
 }
 
 /// Writes a log of about `events` events to `path`.
-fn generate(path: &Path, events: u64) {
+fn generate(path: &Path, events: u64, shape: Shape) {
     let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create the log"));
     let mut w = LogWriter::new(file, &header()).expect("write the header");
-    let mut threads: Vec<GenThread> = (0..THREADS)
+    let mut threads: Vec<GenThread> = (0..shape.threads)
         .map(|_| GenThread {
             enc: EventEncoder::new(),
             lifo: Vec::new(),
@@ -123,8 +134,8 @@ fn generate(path: &Path, events: u64) {
     }
 
     while made < events {
-        let t = rng.below(THREADS as u64) as usize;
-        for _ in 0..=rng.below(200) {
+        let t = rng.below(shape.threads as u64) as usize;
+        for _ in 0..rng.below(shape.run_max) + 1 {
             let th = &mut threads[t];
             if made % 256 == 0 {
                 ns += 1_000 + rng.below(5_000);
@@ -169,7 +180,7 @@ fn generate(path: &Path, events: u64) {
                     0..=49 => threads[t].lifo.pop(),
                     50..=84 => threads[t].fifo.pop_front(),
                     _ => {
-                        let owner = if rng.below(10) == 0 { rng.below(THREADS as u64) as usize } else { t };
+                        let owner = if rng.below(10) == 0 { rng.below(shape.threads as u64) as usize } else { t };
                         let long = &mut threads[owner].long;
                         (!long.is_empty()).then(|| long.swap_remove(rng.below(long.len() as u64) as usize))
                     }
@@ -216,11 +227,15 @@ fn events_in(log: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn log_for(dir: &Path, events: u64) -> PathBuf {
-    let path = dir.join(format!("replay-bench-{events}.mrl"));
+fn log_for(dir: &Path, events: u64, shape: Shape) -> PathBuf {
+    let name = match (shape.threads, shape.run_max) {
+        (4, 200) => format!("replay-bench-{events}.mrl"),
+        (t, r) => format!("replay-bench-{events}-{t}threads-runs{r}.mrl"),
+    };
+    let path = dir.join(name);
     if !path.exists() {
         let start = Instant::now();
-        generate(&path, events);
+        generate(&path, events, shape);
         let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
         println!(
             "generated {} ({} bytes, {:.2} bytes/event) in {:.1} s",
@@ -250,11 +265,17 @@ fn main() {
         .filter_map(|v| v.parse().ok())
         .collect();
     let keep = arg("--keep").map(PathBuf::from);
+    // `--threads N --run-max M`: the timed log's threads and how finely they interleave.
+    let shape = Shape {
+        threads: arg("--threads").map_or(GAME.threads, |v| v.parse().expect("--threads N")),
+        run_max: arg("--run-max").map_or(GAME.run_max, |v| v.parse().expect("--run-max M")),
+    };
+    assert!(shape.threads >= 1 && shape.run_max >= 1, "--threads and --run-max are at least 1");
     let dir = keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("replay-bench-{}", std::process::id())));
     std::fs::create_dir_all(&dir).expect("create the log folder");
 
     if runs > 0 {
-        let log = log_for(&dir, events);
+        let log = log_for(&dir, events, shape);
         let n = events_in(&log);
         let mut times: Vec<f64> = Vec::new();
         for run in 1..=runs {
@@ -269,7 +290,7 @@ fn main() {
     }
 
     for &events in &rss_events {
-        let log = log_for(&dir, events);
+        let log = log_for(&dir, events, GAME);
         let n = events_in(&log);
         let out = std::process::Command::new(std::env::current_exe().expect("this binary"))
             .args(["--child", &log.display().to_string()])

@@ -17,8 +17,7 @@
 //! thread's run is a plain loop. Records with no sequenced event after them (key
 //! `u64::MAX`) come out last.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Mutex;
@@ -159,7 +158,13 @@ impl IndexedLog {
         let mut cursors: Vec<Cursor> = self
             .threads
             .iter()
-            .map(|t| Cursor { thread: t.thread, queue: VecDeque::new(), pos: 0, undecoded: t.blocks.len() })
+            .map(|t| Cursor {
+                thread: t.thread,
+                queue: VecDeque::new(),
+                pos: 0,
+                undecoded: t.blocks.len(),
+                key_from_queue: false,
+            })
             .collect();
         // The merge takes a core of its own: decoding gets the others (at least one), so
         // that the two never take turns on one core.
@@ -244,13 +249,13 @@ impl IndexedLog {
             // The smallest key that an undecoded block can hold.
             let frontier = |next: usize| batches.get(next).map_or(u64::MAX, |r| order[r.start].key);
 
-            let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+            let mut heap = KeyHeap::default();
             for (ti, c) in cursors.iter_mut().enumerate() {
                 if let Some(k) = c.head_key(threads[ti].next_key(c.undecoded), &spare) {
-                    heap.push(Reverse((k, ti)));
+                    heap.push((k, ti));
                 }
             }
-            while let Some(Reverse((key, ti))) = heap.pop() {
+            while let Some((key, ti)) = heap.top() {
                 // Nothing undecoded may come before `key`. Undecoded blocks keyed `key`
                 // itself wait while the thread has records: in a real log those can only
                 // be its own later blocks (a sequence number is one thread's).
@@ -260,28 +265,39 @@ impl IndexedLog {
                     decode_batch(&mut next, &mut cursors);
                 }
                 let c = &mut cursors[ti];
-                match c.head_key(threads[ti].next_key(c.undecoded), &spare) {
+                // A key read from the thread's queue stays right until the thread hands out
+                // records (decoding only appends to queues); one read from its next
+                // undecoded block is read again.
+                match if c.key_from_queue { Some(key) } else { c.head_key(threads[ti].next_key(c.undecoded), &spare) } {
                     Some(k) if k == key && c.has_record() => {}
                     // A block came in with an earlier key, or the next block is still
                     // undecoded (or was damaged and skipped: wait for the one after).
                     Some(k) => {
-                        heap.push(Reverse((k, ti)));
+                        heap.replace_top(k);
                         continue;
                     }
                     // Only records without a sequenced event after them are left.
-                    None => continue,
+                    None => {
+                        heap.pop();
+                        continue;
+                    }
                 }
                 // Hand out the thread's records while they come before every other thread's.
                 // (At least its first record: a log with a sequence number twice must not stall.)
-                let limit = heap.peek().map_or(u64::MAX, |Reverse((k, _))| *k).min(frontier(next)).max(key + 1);
+                let limit = heap.second().unwrap_or(u64::MAX).min(frontier(next)).max(key + 1);
                 let before = handed_out;
                 handed_out += c.emit_run(limit, f, &spare);
-                progress(handed_out);
-                if handed_out >> STOP_CHECK_SHIFT != before >> STOP_CHECK_SHIFT && f.stopped() {
-                    return;
+                // Progress and the sink's stop, now and then: a call per run would be one
+                // every few events with many threads.
+                if handed_out >> STOP_CHECK_SHIFT != before >> STOP_CHECK_SHIFT {
+                    progress(handed_out);
+                    if f.stopped() {
+                        return;
+                    }
                 }
-                if let Some(k) = c.head_key(threads[ti].next_key(c.undecoded), &spare) {
-                    heap.push(Reverse((k, ti)));
+                match c.head_key(threads[ti].next_key(c.undecoded), &spare) {
+                    Some(k) => heap.replace_top(k),
+                    None => heap.pop(),
                 }
             }
             // What is left has no sequenced event after it; the decoding thread stops
@@ -493,12 +509,86 @@ fn io_what(e: &std::io::Error) -> &'static str {
 }
 
 /// A thread's position in its decoded blocks.
+/// The merge's threads by the key of what comes next on each (key, thread index): a
+/// binary min-heap that also tells the second-smallest key (the limit of a run) and
+/// replaces its top in one sift, where `BinaryHeap` would pop and push (two sifts) and
+/// cannot say the second. With many threads in short runs, the merge does this once
+/// every few events.
+#[derive(Debug, Default)]
+struct KeyHeap {
+    a: Vec<(u64, usize)>,
+}
+
+impl KeyHeap {
+    fn push(&mut self, e: (u64, usize)) {
+        self.a.push(e);
+        let mut i = self.a.len() - 1;
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.a[parent] <= self.a[i] {
+                break;
+            }
+            self.a.swap(parent, i);
+            i = parent;
+        }
+    }
+
+    #[inline]
+    fn top(&self) -> Option<(u64, usize)> {
+        self.a.first().copied()
+    }
+
+    /// The smallest key after the top's.
+    #[inline]
+    fn second(&self) -> Option<u64> {
+        match (self.a.get(1), self.a.get(2)) {
+            (Some(l), Some(r)) => Some(l.0.min(r.0)),
+            (Some(l), None) => Some(l.0),
+            _ => None,
+        }
+    }
+
+    /// Gives the top's thread the key `key`.
+    #[inline]
+    fn replace_top(&mut self, key: u64) {
+        self.a[0].0 = key;
+        self.sift_down(0);
+    }
+
+    fn pop(&mut self) {
+        let last = self.a.pop();
+        if let (Some(last), false) = (last, self.a.is_empty()) {
+            self.a[0] = last;
+            self.sift_down(0);
+        }
+    }
+
+    #[inline]
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.a.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                return;
+            }
+            let child = if l + 1 < n && self.a[l + 1] < self.a[l] { l + 1 } else { l };
+            if self.a[i] <= self.a[child] {
+                return;
+            }
+            self.a.swap(i, child);
+            i = child;
+        }
+    }
+}
+
 struct Cursor {
     thread: u32,
     queue: VecDeque<Records>,
     /// Index in `queue[0].records`.
     pos: usize,
     undecoded: usize,
+    /// The last `head_key` came from the queue's front record (not from an undecoded block).
+    key_from_queue: bool,
 }
 
 impl Cursor {
@@ -521,6 +611,7 @@ impl Cursor {
     /// after them) are left.
     fn head_key(&mut self, next_block: Option<u64>, spare: &Mutex<VecDeque<Records>>) -> Option<u64> {
         self.skip_spent(spare);
+        self.key_from_queue = !self.queue.is_empty();
         match self.queue.front() {
             Some(b) => Some(b.records[self.pos].key).filter(|&k| k != u64::MAX),
             None => next_block,

@@ -79,6 +79,9 @@ pub struct ReplayState {
     /// Site index of (stack, heap) for stack ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
     pub(crate) heap_sites: Vec<u32>,
     pub(crate) thread_index: FxMap<u32, u32>,
+    /// Index in `threads` of thread ids below [`DIRECT_IDS`] (`u32::MAX`: none yet); every
+    /// thread is in `thread_index` too.
+    pub(crate) direct_threads: Vec<u32>,
     /// The last thread looked up: (id, index). Events come in runs of one thread.
     pub(crate) last_thread: Option<(u32, u32)>,
     /// `events` when the last thread's run began (see [`ReplayState::counted`]).
@@ -402,9 +405,20 @@ impl ReplayState {
     fn other_thread(&mut self, id: u32) -> usize {
         self.count_thread_events();
         let next = self.threads.len() as u32;
-        let i = *self.thread_index.entry(id).or_insert(next);
+        // Small ids (stream ids are dense, from 1) by direct index: with many threads in
+        // short runs this runs every few events.
+        let i = match self.direct_threads.get(id as usize) {
+            Some(&i) if i != u32::MAX => i,
+            _ => *self.thread_index.entry(id).or_insert(next),
+        };
         if i == next {
             self.threads.push(ThreadState { id, ..Default::default() });
+            if (id as usize) < DIRECT_IDS {
+                if self.direct_threads.len() <= id as usize {
+                    self.direct_threads.resize(id as usize + 1, u32::MAX);
+                }
+                self.direct_threads[id as usize] = i;
+            }
         }
         self.last_thread = Some((id, i));
         i as usize
