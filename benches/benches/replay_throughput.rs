@@ -22,7 +22,13 @@
 //! (`-- --events N` for the timed log, `--runs R`, `--rss-events A,B` for the memory
 //! runs, `--keep DIR` to keep the logs; `--threads N --run-max M` for a timed log of N
 //! threads in runs of 1..=M events: `--threads 16 --run-max 4` interleaves like a
-//! 16-core recording.)
+//! 16-core recording; `--level-frames F` for a level change every F frames, which frees
+//! what the level holds (the kept, long-lived and queued allocations), so that the live
+//! set stays bounded however long the log: a whole play session. The shape options apply
+//! to the memory runs too.)
+//!
+//! A billion-event play session (a 6.3 GB log, 2–3.5 minutes to generate on 2 cores):
+//! `-- --runs 0 --rss-events 100000000,1000000000 --level-frames 100 --keep DIR`
 
 use std::collections::VecDeque;
 use std::io::BufWriter;
@@ -68,6 +74,8 @@ struct GenThread {
     lifo: Vec<(u64, u64)>,
     fifo: VecDeque<(u64, u64)>,
     long: Vec<(u64, u64)>,
+    /// Allocations the current level holds: kept to the end, or to the next level.
+    kept: Vec<(u64, u64)>,
     depth: u32,
 }
 
@@ -77,10 +85,13 @@ struct GenThread {
 struct Shape {
     threads: usize,
     run_max: u64,
+    /// Frames per level: at each level change every allocation the level kept is freed,
+    /// so the live set stays bounded however long the log. 0: kept to the end.
+    level_frames: u64,
 }
 
-/// The game-like default: 4 threads in runs of 1-200 events.
-const GAME: Shape = Shape { threads: 4, run_max: 200 };
+/// The game-like default: 4 threads in runs of 1-200 events, one level.
+const GAME: Shape = Shape { threads: 4, run_max: 200, level_frames: 0 };
 /// Context names at each depth (level, zone, group, asset).
 const NAMES: [u32; 4] = [8, 10, 5, 50];
 const STACKS: u64 = 2000;
@@ -107,6 +118,7 @@ fn generate(path: &Path, events: u64, shape: Shape) {
             lifo: Vec::new(),
             fifo: VecDeque::new(),
             long: Vec::new(),
+            kept: Vec::new(),
             depth: 0,
         })
         .collect();
@@ -136,12 +148,30 @@ fn generate(path: &Path, events: u64, shape: Shape) {
     while made < events {
         let t = rng.below(shape.threads as u64) as usize;
         for _ in 0..rng.below(shape.run_max) + 1 {
+            let frame_due = made % 100_000 == 0;
+            if frame_due && shape.level_frames > 0 && frame > 0 && frame % shape.level_frames == 0 {
+                // A level change: every thread frees what the level holds (kept, long-lived
+                // and queued allocations; allocations outnumber frees by a little, so the
+                // queues would otherwise grow with the log). Not counted in `made`, so that
+                // frames stay 100 000 events apart.
+                for (o, owner) in threads.iter_mut().enumerate() {
+                    let held = std::mem::take(&mut owner.kept).into_iter().chain(owner.long.drain(..));
+                    for (addr, size) in held.chain(owner.fifo.drain(..)).collect::<Vec<_>>() {
+                        seq += 1;
+                        owner.enc.push(&Event::Free { seq, domain: HEAP_DOMAIN, addr, stack: 0 });
+                        heap.free(addr, size);
+                        if owner.enc.len() >= BLOCK_BYTES {
+                            w.write_block(o as u32 + 1, &mut owner.enc).expect("write a block");
+                        }
+                    }
+                }
+            }
             let th = &mut threads[t];
             if made % 256 == 0 {
                 ns += 1_000 + rng.below(5_000);
                 th.enc.push(&Event::Time { ns });
             }
-            if made % 100_000 == 0 {
+            if frame_due {
                 seq += 1;
                 th.enc.push(&Event::FrameStart { seq, frame });
                 if frame % 50 == 0 {
@@ -173,7 +203,7 @@ fn generate(path: &Path, events: u64, shape: Shape) {
                     0..=47 => th.lifo.push((addr, size)),
                     48..=82 => th.fifo.push_back((addr, size)),
                     83..=97 => th.long.push((addr, size)),
-                    _ => {} // Kept to the end.
+                    _ => th.kept.push((addr, size)),
                 }
             } else {
                 let freed = match rng.below(100) {
@@ -228,11 +258,14 @@ fn events_in(log: &Path) -> u64 {
 }
 
 fn log_for(dir: &Path, events: u64, shape: Shape) -> PathBuf {
-    let name = match (shape.threads, shape.run_max) {
-        (4, 200) => format!("replay-bench-{events}.mrl"),
-        (t, r) => format!("replay-bench-{events}-{t}threads-runs{r}.mrl"),
+    let mut name = match (shape.threads, shape.run_max) {
+        (4, 200) => format!("replay-bench-{events}"),
+        (t, r) => format!("replay-bench-{events}-{t}threads-runs{r}"),
     };
-    let path = dir.join(name);
+    if shape.level_frames > 0 {
+        name += &format!("-levels{}", shape.level_frames);
+    }
+    let path = dir.join(name + ".mrl");
     if !path.exists() {
         let start = Instant::now();
         generate(&path, events, shape);
@@ -265,10 +298,12 @@ fn main() {
         .filter_map(|v| v.parse().ok())
         .collect();
     let keep = arg("--keep").map(PathBuf::from);
-    // `--threads N --run-max M`: the timed log's threads and how finely they interleave.
+    // `--threads N --run-max M`: the logs' threads and how finely they interleave;
+    // `--level-frames F`: a level change every F frames.
     let shape = Shape {
         threads: arg("--threads").map_or(GAME.threads, |v| v.parse().expect("--threads N")),
         run_max: arg("--run-max").map_or(GAME.run_max, |v| v.parse().expect("--run-max M")),
+        level_frames: arg("--level-frames").map_or(GAME.level_frames, |v| v.parse().expect("--level-frames F")),
     };
     assert!(shape.threads >= 1 && shape.run_max >= 1, "--threads and --run-max are at least 1");
     let dir = keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("replay-bench-{}", std::process::id())));
@@ -290,7 +325,7 @@ fn main() {
     }
 
     for &events in &rss_events {
-        let log = log_for(&dir, events, GAME);
+        let log = log_for(&dir, events, shape);
         let n = events_in(&log);
         let out = std::process::Command::new(std::env::current_exe().expect("this binary"))
             .args(["--child", &log.display().to_string()])

@@ -67,6 +67,19 @@ pub enum Damage {
     UnknownBlockKind { offset: u64, kind: u8 },
 }
 
+impl Damage {
+    /// Where in the file the damage starts.
+    pub fn offset(&self) -> u64 {
+        match *self {
+            Damage::TruncatedTail { offset, .. }
+            | Damage::CorruptRegion { offset, .. }
+            | Damage::BadBlock { offset, .. }
+            | Damage::TrailingBytes { offset, .. }
+            | Damage::UnknownBlockKind { offset, .. } => offset,
+        }
+    }
+}
+
 impl std::fmt::Display for Damage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -210,7 +210,8 @@ pub struct ThreadState {
     pub(crate) last_slot: Option<(NodeId, DomIndex, u32)>,
 }
 
-/// A named point in time; [`crate::ReplayState::held_at`] tells what every slot held there.
+/// A named point in time; [`crate::ReplayState::held_at`] tells what every slot held there,
+/// if the replay kept a snapshot at it ([`ReplayOptions::label_snapshots`]).
 #[derive(Debug, Clone)]
 pub struct Marker {
     /// String id of the label's name.
@@ -221,8 +222,15 @@ pub struct Marker {
     pub time_ns: u64,
     /// The frame in progress.
     pub frame: Option<u64>,
-    /// Its number among the snapshot points.
-    pub(crate) point: u32,
+    /// Its number among the snapshot points, if it has a snapshot.
+    pub(crate) point: Option<u32>,
+}
+
+impl Marker {
+    /// Whether the replay kept a snapshot here ([`crate::ReplayState::held_at`]).
+    pub fn has_snapshot(&self) -> bool {
+        self.point.is_some()
+    }
 }
 
 /// What a slot held at the snapshot points `from..to` (it changed at neither end).
@@ -314,8 +322,33 @@ impl Site {
 /// Options that change what the replay keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayOptions {
-    /// Keep a snapshot at the start of this frame (labels always get one).
+    /// Keep a snapshot at the start of this frame.
     pub snapshot_frame: Option<u64>,
+    /// The labels that keep a snapshot.
+    pub label_snapshots: LabelSnapshots,
+}
+
+/// Which labels keep a snapshot of what every context held there
+/// ([`crate::ReplayState::held_at`]). A snapshot costs memory for every context that
+/// changes after it (about a megabyte per label on a game-like log of 80 000 contexts), so
+/// a long log with many labels keeps only the snapshots its reports read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum LabelSnapshots {
+    /// Every label (memory grows with the labels).
+    #[default]
+    All,
+    /// At least `count` labels spread evenly over the log (every label while there are
+    /// at most `2 × count`; past that, every second one, then every fourth, …), and every
+    /// label with one of the `named` names. Memory stays bounded however many labels the
+    /// log has.
+    Evenly {
+        /// How many labels keep their snapshot, at least (all while there are fewer); 0: only
+        /// the named ones.
+        count: usize,
+        /// Labels of these names keep theirs in any case. (A label whose name is not yet
+        /// defined when it is replayed keeps one too: it may be one of them.)
+        named: Vec<String>,
+    },
 }
 
 /// Deepest context nesting the replay follows, per thread (README, "Limits"). Pushes past

@@ -98,9 +98,10 @@ impl ReplayState {
         &self.process_memory
     }
 
-    /// (slot, what it held) at `marker`, for every slot that held something, by slot.
-    pub fn held_at(&self, marker: &Marker) -> Vec<(u32, Held)> {
-        let p = marker.point;
+    /// (slot, what it held) at `marker`, for every slot that held something, by slot; `None`
+    /// if the replay kept no snapshot there ([`crate::ReplayOptions::label_snapshots`]).
+    pub fn held_at(&self, marker: &Marker) -> Option<Vec<(u32, Held)>> {
+        let p = marker.point?;
         let mut held: Vec<(u32, Held)> = self
             .points_held
             .iter()
@@ -116,7 +117,7 @@ impl ReplayState {
             )
             .collect();
         held.sort_unstable_by_key(|&(slot, _)| slot);
-        held
+        Some(held)
     }
 
     /// What slot `slot` held at its domain's peak.

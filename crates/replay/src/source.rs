@@ -328,6 +328,9 @@ impl IndexedLog {
         }
         progress(handed_out);
         self.report.damage.extend(damage);
+        // In file order: framing damage was found when the file was indexed, bad payloads
+        // as the blocks were decoded.
+        self.report.damage.sort_by_key(Damage::offset);
         if let (Some(start), Some(end)) = (merge_cpu, thread_cpu_seconds()) {
             tracing::debug!("merge and replay: {:.3} s of CPU on its thread", end - start);
         }

@@ -25,8 +25,8 @@ use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, 
 use super::ids::{DomIndex, FxMap, NodeId, ROOT};
 use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, BIG};
 use super::model::{
-    Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, Marker, Node, Peak, PointsHeld, ReplayOptions, Site,
-    Slot, ThreadState, MAX_CONTEXT_DEPTH,
+    Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker, Node, Peak, PointsHeld,
+    ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
 use super::timeline::{ProcessMemory, ProcessSample, Timeline};
 
@@ -102,6 +102,11 @@ pub struct ReplayState {
     /// Snapshot points placed so far, and what slots held at them (see `touch`).
     pub(crate) points: u32,
     pub(crate) points_held: Vec<PointsHeld>,
+    /// With [`LabelSnapshots::Evenly`]: labels whose index is a multiple of `stride` keep a
+    /// snapshot (0 is read as 1), and `spread` lists those indices, each with whether it
+    /// keeps its snapshot by name as well.
+    pub(crate) stride: u32,
+    pub(crate) spread: Vec<(u32, bool)>,
     pub(crate) timeline: Timeline,
     pub(crate) process_memory: ProcessMemory,
     /// Set by [`ReplayState::finish`]: no more events come.
@@ -269,8 +274,7 @@ impl ReplayState {
             Event::Label { seq, name } => {
                 let time_ns = t.time_ns;
                 self.last_label = Some(name);
-                let m = self.marker(name, seq, time_ns);
-                self.labels.push(m);
+                self.label(name, seq, time_ns);
             }
             Event::DefineString { id, ref text } => {
                 self.strings.insert(id, text.clone());
@@ -642,7 +646,65 @@ impl ReplayState {
     fn marker(&mut self, name: u32, seq: u64, time_ns: u64) -> Marker {
         let point = self.points;
         self.points += 1;
-        Marker { name, seq, time_ns, frame: self.current_frame, point }
+        Marker { name, seq, time_ns, frame: self.current_frame, point: Some(point) }
+    }
+
+    /// A label: a marker, with a snapshot if [`ReplayOptions::label_snapshots`] keeps one.
+    fn label(&mut self, name: u32, seq: u64, time_ns: u64) {
+        let index = self.labels.len() as u32;
+        let (spread, by_name) = match &self.options.label_snapshots {
+            LabelSnapshots::All => (false, true),
+            LabelSnapshots::Evenly { count, .. } => (*count > 0 && index % self.stride.max(1) == 0, self.named(name)),
+        };
+        let keep = spread || by_name;
+        let m = if keep {
+            self.marker(name, seq, time_ns)
+        } else {
+            // No point placed: no slot records anything for it.
+            Marker { name, seq, time_ns, frame: self.current_frame, point: None }
+        };
+        self.labels.push(m);
+        if spread {
+            self.spread.push((index, by_name));
+            if let LabelSnapshots::Evenly { count, .. } = self.options.label_snapshots {
+                if self.spread.len() > 2 * count {
+                    self.thin_snapshots();
+                }
+            }
+        }
+    }
+
+    /// Whether a label of this name keeps its snapshot by name (or may: its name is not yet
+    /// defined). Decided when the label is replayed.
+    fn named(&self, name: u32) -> bool {
+        match &self.options.label_snapshots {
+            LabelSnapshots::Evenly { named, .. } if !named.is_empty() => {
+                self.strings.get(&name).is_none_or(|text| named.contains(text))
+            }
+            _ => false,
+        }
+    }
+
+    /// Too many spread snapshots: doubles the stride, drops the snapshots of the labels
+    /// that fall off it (unless kept by name), and every record of what a slot held that
+    /// serves no remaining snapshot.
+    #[cold]
+    fn thin_snapshots(&mut self) {
+        self.stride = self.stride.max(1) * 2;
+        let stride = self.stride;
+        for &(i, by_name) in &self.spread {
+            if i % stride != 0 && !by_name {
+                self.labels[i as usize].point = None;
+            }
+        }
+        self.spread.retain(|&(i, _)| i % stride == 0);
+        let mut kept: Vec<u32> = self.labels.iter().filter_map(|m| m.point).collect();
+        kept.extend(self.frame_snapshot.as_ref().and_then(|m| m.point));
+        kept.sort_unstable();
+        self.points_held.retain(|h| {
+            let first = kept.partition_point(|&p| p < h.from);
+            kept.get(first).is_some_and(|&p| p < h.to)
+        });
     }
 
     /// The index in [`ReplayState::sites`] of (stack, domain), created on first use.

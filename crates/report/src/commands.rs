@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::loaded::{load, to_json, Loaded, Progress};
+use crate::loaded::{load, load_with, to_json, Loaded, Progress};
 use crate::select::{self, ReportOptions, Takes};
 use crate::{callstacks, efficiency, export, flame, frees, html, instances, leaks, pprof, series};
 use crate::{summarize, takes, timeline_chart, top, tree, Error};
-use memreplay_replay::ReplayState;
+use memreplay_replay::{LabelSnapshots, ReplayState};
 use memreplay_symbols::{SymbolOptions, Symbolizer};
 
 /// Which report [`run`] makes.
@@ -305,7 +305,12 @@ pub fn run_html(
     progress: Progress,
 ) -> Result<String, Error> {
     check_html(args, symbols)?;
-    let mut loaded = load(args, progress)?;
+    // The page's points: up to MAX_LABEL_POINTS labels of twice as many kept.
+    let mut options = args.replay_options();
+    if let LabelSnapshots::Evenly { count, .. } = &mut options.label_snapshots {
+        *count = html::MAX_LABEL_POINTS;
+    }
+    let mut loaded = load_with(args, options, progress)?;
     loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
     let start = Instant::now();
     let mut syms = callstacks::symbolizer(&loaded, symbols)?;

@@ -566,7 +566,11 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
         _ => None,
     };
     let mut label_points = vec![None; state.labels.len()];
-    for i in pick_labels(state.labels.len(), wanted_label) {
+    // The replay kept snapshots at MAX_LABEL_POINTS to twice as many labels (all of them in
+    // a log with no more), spread evenly, and at the wanted one.
+    let kept: Vec<usize> = (0..state.labels.len()).filter(|&i| state.labels[i].has_snapshot()).collect();
+    let wanted_kept = wanted_label.and_then(|w| kept.iter().position(|&i| i == w));
+    for i in pick_labels(kept.len(), wanted_kept).into_iter().map(|k| kept[k]) {
         let m = &state.labels[i];
         label_points[i] = Some(points.len());
         points.push(PointData {
@@ -607,7 +611,7 @@ fn tree(l: &Loaded, opts: &HtmlOptions) -> (TreeData, Vec<usize>, Vec<Option<usi
                     None => state.frame_snapshot.as_ref().expect("a frame point has its snapshot"),
                 };
                 let selected: FxMap<u32, usize> = slots.iter().copied().collect();
-                for (s, h) in state.held_at(marker) {
+                for (s, h) in state.held_at(marker).expect("a point's marker keeps its snapshot") {
                     if let Some(&d) = selected.get(&s) {
                         put(s, d, h);
                     }

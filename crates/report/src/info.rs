@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 
 use memreplay_format::{
     block::{decode_events, unpack_payload_into},
-    context_flags, header_flags, Event, FileHeader, FormatError, LogReader, ReadReport, HEAP_DOMAIN,
+    context_flags, header_flags, Block, BlockError, Damage, Event, FileHeader, FormatError, LogReader, ReadReport,
+    HEAP_DOMAIN,
 };
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::integrity::LogIntegrity;
@@ -195,31 +197,65 @@ pub struct EndInfo {
 }
 
 impl Info {
-    /// Summarizes the log `src` in one pass over the file, a block at a time: events are
-    /// counted as they are decoded, never gathered, and only what the report lists
-    /// (strings, labels) is kept. `path` is only displayed.
-    pub fn read(path: &str, src: impl std::io::Read) -> Result<Info, FormatError> {
+    /// Summarizes the log `src` in one pass over the file, a few blocks at a time: each
+    /// batch is decoded in parallel while the next one is read, then its events are counted
+    /// in file order and dropped; only what the report lists (strings, labels) is kept.
+    /// `path` is only displayed.
+    pub fn read(path: &str, src: impl std::io::Read + Send) -> Result<Info, FormatError> {
         let mut reader = LogReader::new(src)?;
         let mut counter = Counter::default();
-        let mut buf = Vec::new();
-        while let Some(block) = reader.next_block()? {
-            // A block that fails to decode counts for nothing: it is checked whole before
-            // its events are counted (decoding is cheap next to keeping them).
-            let raw = match unpack_payload_into(&block.frame, &block.stored, &mut buf) {
-                Ok(raw) => raw,
-                Err(e) => {
-                    reader.report_bad_block(&block, e);
-                    continue;
+        // Enough blocks to keep every core decoding, few enough that a batch's events
+        // (about half a megabyte per block) stay small next to the file.
+        let batch_len = 2 * rayon::current_num_threads();
+        let read_batch = |reader: &mut LogReader<_>| -> Result<Vec<Block>, FormatError> {
+            let mut batch = Vec::with_capacity(batch_len);
+            while batch.len() < batch_len {
+                match reader.next_block()? {
+                    Some(block) => batch.push(block),
+                    None => break,
                 }
-            };
-            if let Some(e) = decode_events(raw).find_map(Result::err) {
-                reader.report_bad_block(&block, e);
-                continue;
             }
-            counter.block(block.frame.thread, decode_events(raw).filter_map(Result::ok));
+            Ok(batch)
+        };
+        // Each block's events, in buffers kept from batch to batch.
+        let mut events: Vec<Vec<Event>> = Vec::new();
+        let mut next = read_batch(&mut reader)?;
+        while !next.is_empty() {
+            let batch = next;
+            events.resize_with(events.len().max(batch.len()), Vec::new);
+            // A block that fails to decode counts for nothing: it is decoded whole before
+            // its events are counted.
+            let (decoded, read) = rayon::join(
+                || {
+                    batch
+                        .par_iter()
+                        .zip(events.par_iter_mut())
+                        .map_init(Vec::new, |buf, (block, out)| {
+                            out.clear();
+                            let raw = unpack_payload_into(&block.frame, &block.stored, buf)?;
+                            for event in decode_events(raw) {
+                                out.push(event?);
+                            }
+                            Ok(())
+                        })
+                        .collect::<Vec<Result<(), BlockError>>>()
+                },
+                || read_batch(&mut reader),
+            );
+            next = read?;
+            for ((block, result), out) in batch.iter().zip(decoded).zip(&mut events) {
+                match result {
+                    Ok(()) => counter.block(block.frame.thread, out.drain(..)),
+                    Err(e) => reader.report_bad_block(block, e),
+                }
+            }
         }
         let header = reader.header().clone();
-        Ok(counter.finish(path, &header, &reader.into_report()))
+        let mut report = reader.into_report();
+        // In file order, as a block-at-a-time read finds it: the next batch's framing
+        // damage is found before the bad payloads of this one.
+        report.damage.sort_by_key(Damage::offset);
+        Ok(counter.finish(path, &header, &report))
     }
 }
 

@@ -9,7 +9,7 @@ use crate::integrity::LogIntegrity;
 use crate::select::{self, ReportOptions, Selection};
 use crate::table;
 use crate::Error;
-use memreplay_replay::{Replay, ReplayState};
+use memreplay_replay::{Replay, ReplayOptions, ReplayState};
 
 /// Version of the JSON schemas (`JSON.md`); bumped only for incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -103,11 +103,17 @@ impl std::fmt::Debug for Progress {
     }
 }
 
-/// Replays the log of `args` and resolves the options against it.
+/// Replays the log of `args` and resolves the options against it. The replay keeps a
+/// snapshot at the label `--at` names, at no other ([`ReportOptions::replay_options`]).
 pub fn load(args: &ReportOptions, progress: Progress) -> Result<Loaded, Error> {
+    load_with(args, args.replay_options(), progress)
+}
+
+/// [`load`] with other replay options (snapshots at more labels).
+pub(crate) fn load_with(args: &ReportOptions, options: ReplayOptions, progress: Progress) -> Result<Loaded, Error> {
     let path = &args.log;
     let start = Instant::now();
-    let replay = memreplay_replay::replay(path, args.replay_options(), |done, total| progress.progress(done, total));
+    let replay = memreplay_replay::replay(path, options, |done, total| progress.progress(done, total));
     progress.replayed();
     let replay = replay.map_err(|error| Error::Open { path: path.to_owned(), error })?;
     tracing::debug!("replay and index took {:.3} s in all", start.elapsed().as_secs_f64());

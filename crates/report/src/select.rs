@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::Error;
 use memreplay_replay::{FxMap, Held, Marker, NodeId};
-use memreplay_replay::{ReplayOptions, ReplayState};
+use memreplay_replay::{LabelSnapshots, ReplayOptions, ReplayState};
 
 /// `--sort`: the order of lists and of the tree's children (largest first, names A–Z).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -103,12 +103,22 @@ impl ReportOptions {
         ReportOptions { log: path.into(), ..ReportOptions::default() }
     }
 
-    /// What the replay must keep for these options (a frame snapshot for `--at frame:N`).
+    /// What the replay must keep for these options: a snapshot at the point `--at` names (a
+    /// label of that name, or the frame, and a label named `frame:N`, which wins over it),
+    /// at no other label.
     pub fn replay_options(&self) -> ReplayOptions {
         ReplayOptions {
             snapshot_frame: match self.at {
                 Some(At::Frame(n)) => Some(n),
                 _ => None,
+            },
+            label_snapshots: LabelSnapshots::Evenly {
+                count: 0,
+                named: match &self.at {
+                    None => Vec::new(),
+                    Some(At::Label(name)) => vec![name.clone()],
+                    Some(At::Frame(n)) => vec![format!("frame:{n}")],
+                },
             },
         }
     }
@@ -263,7 +273,13 @@ impl Selection {
                 (p, Some(m))
             }
         };
-        let held = marker.map(|m| state.held_at(m).into_iter().collect());
+        let held = match marker {
+            None => None,
+            Some(m) => Some(state.held_at(m).ok_or_else(|| {
+                Error::Usage(format!("{} has no snapshot: the replay kept none there", args.at.as_ref().expect("--at")))
+            })?),
+        };
+        let held = held.map(|h| h.into_iter().collect());
         Ok(Selection {
             domains: domain.map_or(all, |d| vec![d]),
             domain,

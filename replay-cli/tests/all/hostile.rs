@@ -631,3 +631,42 @@ fn blocks_without_sequenced_events_stream() {
     let figures = (scope["path"].as_str(), scope["bytes"].as_u64(), scope["instances"].as_u64());
     assert_eq!(figures, (Some("scope:scope"), Some(32), Some(8_000_000)), "{scope}");
 }
+
+/// `info` decodes blocks in batches while it reads the next ones, yet says what is damaged
+/// in file order, as every other command does: a bad payload, then corrupt bytes, then a
+/// cut-off tail, all within one batch.
+#[test]
+fn info_lists_damage_in_file_order() {
+    let block = |events: &[Event]| {
+        let mut enc = EventEncoder::new();
+        events.iter().for_each(|e| enc.push(e));
+        let mut out = Vec::new();
+        enc.finish_into(1, &mut out);
+        out
+    };
+    let alloc = |seq, addr| Event::Alloc { seq, domain: 0, addr, size: 64, align_log2: 3, stack: 0 };
+    let mut bytes = header().to_bytes();
+    bytes.extend(block(&[Event::Time { ns: 1 }, alloc(1, 0x1000)]));
+    let mut bad = block(&[alloc(2, 0x2000)]);
+    *bad.last_mut().unwrap() ^= 0xff;
+    bytes.extend(bad);
+    bytes.extend([0x5a; 100]);
+    bytes.extend(block(&[alloc(3, 0x3000)]));
+    let cut = block(&[alloc(4, 0x4000)]);
+    bytes.extend(&cut[..cut.len() - 2]);
+    let log = temp_dir().join("damage-order.mrl");
+    std::fs::write(&log, &bytes).unwrap();
+    let log = log.to_str().unwrap();
+
+    let damage_of = |command: &str| {
+        let (_, stdout, stderr) = output(&[command, "--json", log]);
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        json["integrity"]["damage"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_owned()).collect()
+    };
+    let damage: Vec<String> = damage_of("info");
+    assert_eq!(damage.len(), 3, "{damage:?}");
+    assert!(damage[0].contains("skipped: ") && damage[0].starts_with("block at byte"), "{damage:?}");
+    assert!(damage[1].starts_with("100 corrupt bytes skipped"), "{damage:?}");
+    assert!(damage[2].starts_with("log cut off"), "{damage:?}");
+    assert_eq!(damage, damage_of("summarize"));
+}

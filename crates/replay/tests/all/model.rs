@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memreplay_fixtures as common;
 use memreplay_format::*;
-use memreplay_replay::{replay, ReplayOptions};
+use memreplay_replay::{replay, LabelSnapshots, ReplayOptions};
 use memreplay_replay::{Anomalies, Figures, Held, Peak, ReplayState, ROOT};
 use proptest::prelude::*;
 
@@ -225,7 +225,7 @@ impl Sim {
             13 => self.pool_alloc(t, a, b),
             14 => self.pool_free(t, a, b),
             15 => {
-                let (seq, name) = (self.next_seq(), 1 + a % 4);
+                let (seq, name) = (self.next_seq(), 1 + a % LABEL_NAMES);
                 self.emit(t, Some(Op::Label { seq, name }), Some(Event::Label { seq, name }));
             }
             16 => {
@@ -478,6 +478,13 @@ struct Program {
     events: BTreeMap<u32, u64>,
 }
 
+/// Labels are named by string ids 1..=LABEL_NAMES, defined first.
+const LABEL_NAMES: u32 = 4;
+
+fn label_name(id: u32) -> String {
+    format!("label {id}")
+}
+
 fn simulate(threads: usize, heap: usize, pool: usize, steps: &[Step]) -> Program {
     let mut sim = Sim::new(threads, heap, pool);
     let mut log = Vec::new();
@@ -490,6 +497,9 @@ fn simulate(threads: usize, heap: usize, pool: usize, steps: &[Step]) -> Program
     for t in 0..threads {
         let os_tid = 1000 + t as u64;
         sim.emit(t, None, Some(Event::ThreadInfo { os_tid, name: 0 }));
+    }
+    for id in 1..=LABEL_NAMES {
+        sim.emit(0, None, Some(Event::DefineString { id, text: label_name(id) }));
     }
     sim.emit(
         0,
@@ -834,7 +844,8 @@ fn node_paths(s: &ReplayState) -> Vec<Path> {
     paths
 }
 
-fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<(), TestCaseError> {
+fn check(p: &Program, options: &ReplayOptions, s: &ReplayState) -> Result<(), TestCaseError> {
+    let snapshot_frame = options.snapshot_frame;
     let m = Model::run(&p.ops, snapshot_frame);
     let paths = node_paths(s);
     let key = |slot: u32| {
@@ -936,12 +947,52 @@ fn check(p: &Program, snapshot_frame: Option<u64>, s: &ReplayState) -> Result<()
     prop_assert_eq!(containers, expected, "live containers");
 
     // Labels, frames, the frame snapshot.
-    let labels: Vec<MarkerM> =
-        s.labels.iter().map(|l| (l.name, l.seq, l.time_ns, l.frame, held_map(&s.held_at(l)))).collect();
+    // Every snapshot kept equals the model's; the labels without one are those the option
+    // leaves out: past 2 × count, all but every stride-th (the stride the smallest power of
+    // two that leaves at most 2 × count), unless named.
+    let kept: Vec<usize> = (0..s.labels.len()).filter(|&i| s.labels[i].has_snapshot()).collect();
+    let expected_kept: Vec<usize> = match &options.label_snapshots {
+        LabelSnapshots::All => (0..s.labels.len()).collect(),
+        LabelSnapshots::Evenly { count, named } => {
+            let n = s.labels.len();
+            let mut stride = 1;
+            while *count > 0 && n.div_ceil(stride) > 2 * count {
+                stride *= 2;
+            }
+            // A label replayed before its name's definition keeps its snapshot in case it is
+            // the named one: the names are defined on the first thread before its first
+            // sequenced record, which the merge puts at that record.
+            let sequenced = |op: &Op| !matches!(op, Op::Push { .. } | Op::Pop | Op::AttachPop | Op::Time { .. });
+            let names_from = p.ops.iter().position(|(t, op)| *t == tid(0) && sequenced(op)).unwrap_or(usize::MAX);
+            let unnamed_yet: Vec<bool> = p
+                .ops
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, op))| matches!(op, Op::Label { .. }))
+                .map(|(at, (t, _))| *t != tid(0) && at < names_from)
+                .collect();
+            let by_name =
+                |i: usize| !named.is_empty() && (unnamed_yet[i] || named.contains(&label_name(s.labels[i].name)));
+            (0..n).filter(|&i| (*count > 0 && i % stride == 0) || by_name(i)).collect()
+        }
+    };
+    prop_assert_eq!(&kept, &expected_kept, "labels with a snapshot");
+    let labels: Vec<MarkerM> = s
+        .labels
+        .iter()
+        .zip(&m.labels)
+        .map(|(l, expected)| match s.held_at(l) {
+            Some(held) => (l.name, l.seq, l.time_ns, l.frame, held_map(&held)),
+            None => (l.name, l.seq, l.time_ns, l.frame, expected.4.clone()),
+        })
+        .collect();
     prop_assert_eq!(&labels, &m.labels, "labels");
     let frames: Vec<(u64, u64, u64)> = s.frames.iter().map(|f| (f.frame, f.seq, f.time_ns)).collect();
     prop_assert_eq!(&frames, &m.frames, "frames");
-    let snapshot = s.frame_snapshot.as_ref().map(|l| (l.name, l.seq, l.time_ns, l.frame, held_map(&s.held_at(l))));
+    let snapshot = s.frame_snapshot.as_ref().map(|l| {
+        let held = s.held_at(l).expect("the frame snapshot");
+        (l.name, l.seq, l.time_ns, l.frame, held_map(&held))
+    });
     prop_assert_eq!(&snapshot, &m.frame_snapshot, "frame snapshot");
 
     // Anomalies, events, threads.
@@ -973,7 +1024,7 @@ fn run_case(
     threads: usize,
     heap: usize,
     pool: usize,
-    snapshot_frame: Option<u64>,
+    options: ReplayOptions,
     steps: &[Step],
 ) -> Result<(), TestCaseError> {
     let program = simulate(threads, heap, pool, steps);
@@ -983,11 +1034,11 @@ fn run_case(
         CASE.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&path, &program.log).unwrap();
-    let replayed = replay(&path, ReplayOptions { snapshot_frame }, |_, _| {});
+    let replayed = replay(&path, options.clone(), |_, _| {});
     std::fs::remove_file(&path).ok();
     let replayed = replayed.unwrap();
     prop_assert!(replayed.report.damage.is_empty());
-    check(&program, snapshot_frame, &replayed.state)
+    check(&program, &options, &replayed.state)
 }
 
 proptest! {
@@ -999,9 +1050,14 @@ proptest! {
         heap in 3usize..=12,
         pool in 1usize..=4,
         snapshot_frame in proptest::option::of(1u64..6),
+        evenly in proptest::option::of((0usize..4, proptest::collection::vec(1u32..=LABEL_NAMES, 0..=2))),
         steps in steps(),
     ) {
-        run_case(threads, heap, pool, snapshot_frame, &steps)?;
+        let label_snapshots = match evenly {
+            None => LabelSnapshots::All,
+            Some((count, named)) => LabelSnapshots::Evenly { count, named: named.into_iter().map(label_name).collect() },
+        };
+        run_case(threads, heap, pool, ReplayOptions { snapshot_frame, label_snapshots }, &steps)?;
     }
 }
 
@@ -1009,12 +1065,20 @@ proptest! {
 /// is not a multiple of 8 (here 25 into a 32-byte block) was left unresolved.
 #[test]
 fn attach_to_any_byte_of_a_small_block() {
-    run_case(2, 4, 1, None, &[(0, 20, 0, 94_323_829, false, 0), (0, 111, 0, 170_178_835, false, 0)]).unwrap();
+    run_case(
+        2,
+        4,
+        1,
+        ReplayOptions::default(),
+        &[(0, 20, 0, 94_323_829, false, 0), (0, 111, 0, 170_178_835, false, 0)],
+    )
+    .unwrap();
 }
 
 /// An attach inside a small block that does not start 8-byte aligned (an allocator
 /// handing out align-1 blocks): 10 bytes into a 21-byte block at `..4b`.
 #[test]
 fn attach_inside_an_unaligned_small_block() {
-    run_case(1, 4, 1, None, &[(0, 0, 3, 60, false, 0), (0, 11, 0, (10 << 8) | 3, false, 0)]).unwrap();
+    run_case(1, 4, 1, ReplayOptions::default(), &[(0, 0, 3, 60, false, 0), (0, 11, 0, (10 << 8) | 3, false, 0)])
+        .unwrap();
 }

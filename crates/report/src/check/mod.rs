@@ -22,13 +22,13 @@ use serde::Serialize;
 
 use crate::compare::{path_text, LevelPath, LogFigures, Metrics};
 use crate::integrity::{DamageKind, LogIntegrity};
-use crate::loaded::{load, to_json, Loaded, Progress, SCHEMA_VERSION};
+use crate::loaded::{load_with, to_json, Loaded, Progress, SCHEMA_VERSION};
 use crate::matching::{signed_count, signed_size};
 use crate::select::ReportOptions;
 use crate::select::{At, Selection};
 use crate::table::{size, Align, Table};
 use crate::Error;
-use memreplay_replay::{NodeId, ROOT};
+use memreplay_replay::{LabelSnapshots, NodeId, ReplayOptions, ROOT};
 
 use budget::{Budget, Limit, Located, Metric, Rule, Scope};
 
@@ -269,9 +269,12 @@ pub fn build(args: &CheckOptions, progress: Progress) -> Result<CheckReport, Err
             return Err(Error::Usage(format!("{file}:{}: growth limits need a --baseline log", r.line)));
         }
     }
-    let log = load(&ReportOptions::new(&args.log), progress)?;
+    // Snapshots at the labels the rules name, at no other.
+    let named: Vec<String> = budget.rules.iter().filter_map(|r| r.at.as_ref().map(|a| a.value.clone())).collect();
+    let options = ReplayOptions { snapshot_frame: None, label_snapshots: LabelSnapshots::Evenly { count: 0, named } };
+    let log = load_with(&ReportOptions::new(&args.log), options.clone(), progress)?;
     let baseline = match &args.baseline {
-        Some(p) => Some(load(&ReportOptions::new(p), progress)?),
+        Some(p) => Some(load_with(&ReportOptions::new(p), options, progress)?),
         None => None,
     };
     let log_side = allowed.hold(log.integrity(), "the log");
