@@ -11,7 +11,11 @@
 //! 64-byte pairs as fast as possible (4 M events), where the writer is the bottleneck.
 //! Then 400 threads, started one after another (`threads_*`) or four at a time
 //! (`threads4_*`), each making 20 000 pairs (16 M events): the recorder's memory must not
-//! grow with the threads that have come and gone.
+//! grow with the threads that have come and gone. Last, weak scaling (`parallelN_*`): 1, 2,
+//! 4 and 8 threads at once, each running the workload (1 M events per thread), against
+//! the same threads not recording: the slowdown and the writer's own CPU per event as
+//! threads are added (on a 2-core machine past 2 threads the cores are oversubscribed).
+//! `-- --only parallel` runs these alone.
 //! Each run is a fresh child process (this binary with `--child NAME`), so that peak RSS
 //! (VmHWM) minus the not-recording run's is the recorder's own memory.
 //!
@@ -209,7 +213,28 @@ fn churn4(n: u64) -> u64 {
     churn(n, 4)
 }
 
-const SETUPS: [Setup; 11] = [
+/// `threads` threads at once, each running the workload for `n` events (weak scaling:
+/// the work per thread stays the same as threads are added).
+fn parallel(n: u64, threads: usize) -> u64 {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(move || at_depth(DEPTH, &mut || workload(n)))).collect();
+        handles.into_iter().map(|h| h.join().expect("a workload thread")).sum()
+    })
+}
+fn parallel1(n: u64) -> u64 {
+    parallel(n, 1)
+}
+fn parallel2(n: u64) -> u64 {
+    parallel(n, 2)
+}
+fn parallel4(n: u64) -> u64 {
+    parallel(n, 4)
+}
+fn parallel8(n: u64) -> u64 {
+    parallel(n, 8)
+}
+
+const SETUPS: [Setup; 19] = [
     Setup { name: "workload_baseline", config: None, work: workload },
     Setup { name: "workload_stack16", config: Some(stacks16), work: workload },
     Setup { name: "workload_nostack", config: Some(nostack), work: workload },
@@ -221,6 +246,14 @@ const SETUPS: [Setup; 11] = [
     Setup { name: "threads_stack16", config: Some(stacks16), work: churn1 },
     Setup { name: "threads4_baseline", config: None, work: churn4 },
     Setup { name: "threads4_stack16", config: Some(stacks16), work: churn4 },
+    Setup { name: "parallel1_baseline", config: None, work: parallel1 },
+    Setup { name: "parallel1_stack16", config: Some(stacks16), work: parallel1 },
+    Setup { name: "parallel2_baseline", config: None, work: parallel2 },
+    Setup { name: "parallel2_stack16", config: Some(stacks16), work: parallel2 },
+    Setup { name: "parallel4_baseline", config: None, work: parallel4 },
+    Setup { name: "parallel4_stack16", config: Some(stacks16), work: parallel4 },
+    Setup { name: "parallel8_baseline", config: None, work: parallel8 },
+    Setup { name: "parallel8_stack16", config: Some(stacks16), work: parallel8 },
 ];
 
 /// The child's side: runs one setup and prints its figures as `key=value` on one line.
@@ -315,6 +348,11 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         f(base, "loop_ns") / made
     );
     println!(
+        "  slowdown                  {:.2}x the not-recording loop's wall time ({:.2}x until stop returned)",
+        loop_ns / f(base, "loop_ns"),
+        stop_ns / f(base, "loop_ns")
+    );
+    println!(
         "  start..stop returned      {:.1} ms = {:.2} M events/s recorded, encoded, compressed and written (drain after the loop {:.1} ms)",
         stop_ns / 1e6,
         made / stop_ns * 1e3,
@@ -351,7 +389,8 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
     println!("  lost events               {}", f(r, "lost"));
     println!(
         "STATS log_size/{name} bytes_per_event={:.3} loop_ns_per_event={:.2} base_ns_per_event={:.2} events_per_s_until_stop={:.0} \
-         writer_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0}",
+         writer_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0} \
+         slowdown={:.2}",
         file / made,
         loop_ns / made,
         f(base, "loop_ns") / made,
@@ -359,7 +398,8 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         writer / made,
         f(r, "bp_ns") / made,
         f(r, "peak_buffer"),
-        rec_mem
+        rec_mem,
+        loop_ns / f(base, "loop_ns")
     );
 }
 
@@ -394,7 +434,14 @@ fn main() {
     // not-recording baseline, which shares the prefix).
     let only = arg("--only").map(String::as_str).unwrap_or("");
     let mut base = None;
-    for s in SETUPS.iter().filter(|s| s.name.starts_with(only)) {
+    // A recording setup is measured against its group's baseline ("workload_stack16"
+    // against "workload_baseline"), which runs first even when `--only` names one setup.
+    let group = |name: &str| name.split('_').next().unwrap_or("").to_owned();
+    let wanted = |s: &&Setup| {
+        s.name.starts_with(only)
+            || (s.config.is_none() && SETUPS.iter().any(|o| o.name.starts_with(only) && group(o.name) == group(s.name)))
+    };
+    for s in SETUPS.iter().filter(wanted) {
         let n = if s.name.starts_with("saturation") {
             tight_events
         } else if s.name.starts_with("threads") {
@@ -407,7 +454,7 @@ fn main() {
             println!(
                 "== {} (not recording): {:.1} ns/event, peak RSS +{:.2} MiB",
                 s.name,
-                r["loop_ns"].parse::<f64>().unwrap_or(0.0) / n as f64,
+                r["loop_ns"].parse::<f64>().unwrap_or(0.0) / r["made"].parse::<f64>().unwrap_or(n as f64),
                 mib(r["peak_rss_delta"].parse().unwrap_or(0))
             );
             base = Some(r);
