@@ -27,6 +27,8 @@ pub struct Info {
     pub threads: Vec<ThreadInfo>,
     /// Events by kind.
     pub events: EventCounts,
+    /// Where the file's bytes go: frames, payloads, and the raw payload bytes by record.
+    pub bytes: LogBytes,
     /// The memory domains defined.
     pub domains: Vec<DomainInfo>,
     /// The context types defined.
@@ -115,6 +117,86 @@ pub struct EventCounts {
     /// `Lost` records, and the events they say were lost.
     pub lost: u64,
     pub lost_events: u64,
+}
+
+/// Where a log's bytes go. Raw bytes are the decompressed payloads: what each kind of
+/// record costs before compression (the kinds are named as in `Info::events`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogBytes {
+    /// Block frames (48 bytes each) of the event blocks decoded.
+    pub frames: u64,
+    /// Their payloads as stored (compressed).
+    pub stored: u64,
+    /// Their payloads decompressed.
+    pub raw: u64,
+    /// Raw payload bytes by record kind, in the order of `Info::events`; `unknown`:
+    /// records of a newer minor version, skipped. They sum to `raw`.
+    pub raw_by_record: Vec<RecordBytes>,
+}
+
+/// The raw payload bytes of one kind of record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecordBytes {
+    /// The kind, as named in `Info::events`.
+    pub record: &'static str,
+    /// Records of this kind.
+    pub count: u64,
+    /// Their raw bytes (tag, fields, and a sized record's length).
+    pub bytes: u64,
+}
+
+/// The record kinds of [`LogBytes::raw_by_record`], by [`record_kind`].
+const RECORD_KINDS: [&str; 23] = [
+    "alloc",
+    "free",
+    "realloc",
+    "domain_alloc",
+    "domain_free",
+    "usage",
+    "context_push",
+    "context_pop",
+    "attach_push",
+    "attach_pop",
+    "label",
+    "frame_start",
+    "time",
+    "thread_info",
+    "resource",
+    "define_string",
+    "define_stack",
+    "define_context_type",
+    "define_domain",
+    "module",
+    "process_memory",
+    "lost",
+    "unknown",
+];
+
+/// The index in [`RECORD_KINDS`] of an event's record.
+fn record_kind(e: &Event) -> usize {
+    match e {
+        Event::Alloc { domain, .. } => usize::from(*domain != HEAP_DOMAIN) * 3,
+        Event::Free { domain, .. } => 1 + usize::from(*domain != HEAP_DOMAIN) * 3,
+        Event::Realloc { .. } => 2,
+        Event::Usage { .. } => 5,
+        Event::ContextPush { .. } => 6,
+        Event::ContextPop => 7,
+        Event::AttachPush { .. } => 8,
+        Event::AttachPop => 9,
+        Event::Label { .. } => 10,
+        Event::FrameStart { .. } => 11,
+        Event::Time { .. } => 12,
+        Event::ThreadInfo { .. } => 13,
+        Event::Resource { .. } => 14,
+        Event::DefineString { .. } => 15,
+        Event::DefineStack { .. } => 16,
+        Event::DefineContextType { .. } => 17,
+        Event::DefineDomain { .. } => 18,
+        Event::Module { .. } => 19,
+        Event::ProcessMemory { .. } => 20,
+        Event::Lost { .. } => 21,
+        Event::Unknown { .. } => 22,
+    }
 }
 
 /// A memory domain and what happened in it.
@@ -217,8 +299,8 @@ impl Info {
             }
             Ok(batch)
         };
-        // Each block's events, in buffers kept from batch to batch.
-        let mut events: Vec<Vec<Event>> = Vec::new();
+        // Each block's events with their records' sizes, in buffers kept from batch to batch.
+        let mut events: Vec<Vec<(Event, u32)>> = Vec::new();
         let mut next = read_batch(&mut reader)?;
         while !next.is_empty() {
             let batch = next;
@@ -233,8 +315,12 @@ impl Info {
                         .map_init(Vec::new, |buf, (block, out)| {
                             out.clear();
                             let raw = unpack_payload_into(&block.frame, &block.stored, buf)?;
-                            for event in decode_events(raw) {
-                                out.push(event?);
+                            let mut decoder = decode_events(raw);
+                            let mut at = 0;
+                            while let Some(event) = decoder.next() {
+                                let end = decoder.position();
+                                out.push((event?, (end - at) as u32));
+                                at = end;
                             }
                             Ok(())
                         })
@@ -245,7 +331,11 @@ impl Info {
             next = read?;
             for ((block, result), out) in batch.iter().zip(decoded).zip(&mut events) {
                 match result {
-                    Ok(()) => counter.block(block.frame.thread, out.drain(..)),
+                    Ok(()) => {
+                        counter.stored += block.stored.len() as u64;
+                        counter.raw += u64::from(block.frame.raw_len);
+                        counter.block(block.frame.thread, out.drain(..));
+                    }
                     Err(e) => reader.report_bad_block(block, e),
                 }
             }
@@ -276,10 +366,14 @@ struct Counter {
     labels: Vec<(u32, LabelInfo)>,
     clock: HashMap<u32, u64>,
     last_time: u64,
+    /// Payload bytes of the blocks counted, stored and raw, and raw by record kind.
+    stored: u64,
+    raw: u64,
+    record_bytes: [(u64, u64); RECORD_KINDS.len()],
 }
 
 impl Counter {
-    fn block(&mut self, stream: u32, events: impl Iterator<Item = Event>) {
+    fn block(&mut self, stream: u32, events: impl Iterator<Item = (Event, u32)>) {
         self.blocks += 1;
         let counts = &mut self.counts;
         let t = self.threads.entry(stream).or_insert_with(|| ThreadInfo {
@@ -291,7 +385,10 @@ impl Counter {
         });
         t.blocks += 1;
         let mut decoded = 0;
-        for event in events {
+        for (event, bytes) in events {
+            let kind = &mut self.record_bytes[record_kind(&event)];
+            kind.0 += 1;
+            kind.1 += u64::from(bytes);
             if matches!(event, Event::Unknown { .. }) {
                 continue;
             }
@@ -401,8 +498,21 @@ impl Counter {
             context_type_names,
             labels,
             last_time,
+            stored,
+            raw,
+            record_bytes,
             ..
         } = self;
+        let bytes = LogBytes {
+            frames: blocks * memreplay_format::block::FRAME_LEN as u64,
+            stored,
+            raw,
+            raw_by_record: RECORD_KINDS
+                .iter()
+                .zip(record_bytes)
+                .map(|(&record, (count, bytes))| RecordBytes { record, count, bytes })
+                .collect(),
+        };
         let string = |id: u32| strings.get(&id).map_or_else(|| format!("<string {id}>"), |s| s.clone());
         for (stream, name) in thread_names {
             if let Some(t) = threads.get_mut(&stream) {
@@ -487,6 +597,7 @@ impl Counter {
             labels,
             frames: counts.frame_start,
             events: counts,
+            bytes,
             integrity,
         }
     }
@@ -586,6 +697,30 @@ impl Info {
         writeln!(o, "  {:<16} {:>9}", "module", e.module)?;
         writeln!(o, "  {:<16} {:>9}", "process memory", e.process_memory)?;
         writeln!(o, "  {:<16} {:>9}  ({} events lost)", "lost", e.lost, e.lost_events)?;
+
+        let b = &self.bytes;
+        let share = |n: u64, of: u64| if of == 0 { 0.0 } else { 100.0 * n as f64 / of as f64 };
+        writeln!(o, "\nbytes (of the event blocks decoded)")?;
+        writeln!(o, "  block frames     {:>12}", b.frames)?;
+        writeln!(
+            o,
+            "  payloads         {:>12} stored, {} raw ({:.1} % of raw after compression)",
+            b.stored,
+            b.raw,
+            share(b.stored, b.raw)
+        )?;
+        writeln!(o, "  raw payload bytes by record")?;
+        writeln!(o, "    {:<20} {:>10}  {:>7}  {:>9}", "record", "bytes", "share", "each")?;
+        for r in b.raw_by_record.iter().filter(|r| r.count > 0) {
+            writeln!(
+                o,
+                "    {:<20} {:>10}  {:>5.1} %  {:>9.2}",
+                r.record,
+                r.bytes,
+                share(r.bytes, b.raw),
+                r.bytes as f64 / r.count as f64
+            )?;
+        }
 
         if !self.domains.is_empty() {
             writeln!(o, "\ndomains")?;

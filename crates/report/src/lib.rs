@@ -71,7 +71,7 @@ pub use export::{ExportFormat, CSV_COLUMNS};
 pub use flame::{folded as build_folded, svg as flame_svg, FlameOptions, Folded};
 pub use frees::{build as build_frees, Frees, FreesOptions};
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};
-pub use info::Info;
+pub use info::{Info, LogBytes, RecordBytes};
 pub use instances::{build as build_instances, Instances};
 pub use integrity::{DamageKind, LogIntegrity};
 pub use leaks::{build as build_leaks, build_symbolized as build_leaks_symbolized, frames as stack_frames, Leaks};

@@ -407,6 +407,14 @@ pub struct EventDecoder<'a> {
     failed: bool,
 }
 
+impl EventDecoder<'_> {
+    /// Bytes of the payload decoded so far: the difference before and after an event is the
+    /// size of its record.
+    pub fn position(&self) -> usize {
+        self.c.position()
+    }
+}
+
 const RECENT_LAST: u8 = tag::FREE_RECENT + RECENT as u8 - 1;
 const REUSE_LAST: u8 = tag::ALLOC_REUSE + RECENT as u8 - 1;
 /// A recent-address index past the list's length: the payload is malformed.

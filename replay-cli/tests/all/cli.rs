@@ -127,6 +127,8 @@ fn info_prints_the_header_totals_threads_and_labels() {
         "complete (end-of-log record present, no damage)",
         "0 bytes / 3 events lost",
         "the recorder itself lost 3 events",
+        "raw payload bytes by record",
+        "    context_pop                   1    ",
     ] {
         assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
     }
@@ -172,6 +174,23 @@ fn info_json_has_the_counts() {
         assert_eq!(e[k], n, "events.{k}");
     }
     assert_eq!(expect.iter().filter(|(k, _)| *k != "lost_events").map(|(_, n)| n).sum::<u64>(), events);
+    // Where the bytes go: every record is in one kind, with its count; the kinds' raw bytes
+    // sum to the payloads' raw bytes; a tag-only record is one byte.
+    let b = &v["bytes"];
+    assert_eq!(b["frames"], 3 * 48);
+    let by_record = b["raw_by_record"].as_array().unwrap();
+    for r in by_record {
+        let kind = r["record"].as_str().unwrap();
+        let count = if kind == "unknown" { 0 } else { e[kind].as_u64().unwrap() };
+        assert_eq!(r["count"], count, "raw_by_record {kind}");
+    }
+    let raw: u64 = by_record.iter().map(|r| r["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(b["raw"], raw);
+    assert!(b["stored"].as_u64().unwrap() <= raw);
+    for kind in ["context_pop", "attach_pop"] {
+        let r = by_record.iter().find(|r| r["record"] == kind).unwrap();
+        assert_eq!(r["bytes"], 1, "{kind}");
+    }
     let threads = v["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 3);
     assert_eq!(threads[2]["name"], "asset streaming");
