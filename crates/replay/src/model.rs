@@ -319,6 +319,22 @@ impl Site {
     }
 }
 
+/// A `MODULE` record of the metadata stream: an image mapped into the process, for
+/// symbolication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleRecord {
+    /// Where it was mapped: `base .. base + size`.
+    pub base: u64,
+    /// See `base`.
+    pub size: u64,
+    /// What the loader added to the file's addresses.
+    pub load_bias: u64,
+    /// String id of its path.
+    pub path: u32,
+    /// Its build id (empty when it has none).
+    pub build_id: Vec<u8>,
+}
+
 /// Options that change what the replay keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayOptions {

@@ -25,8 +25,8 @@ use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, 
 use super::ids::{DomIndex, FxMap, NodeId, ROOT};
 use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, BIG};
 use super::model::{
-    Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker, Node, Peak, PointsHeld,
-    ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
+    Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker, ModuleRecord, Node, Peak,
+    PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
 use super::timeline::{ProcessMemory, ProcessSample, Timeline};
 
@@ -62,6 +62,9 @@ pub struct ReplayState {
     pub anomalies: Anomalies,
     /// Resource descriptors of live domain allocations.
     pub resources: FxMap<(u32, u64), ResourceDesc>,
+    /// The `MODULE` records of the metadata stream, in its order (the symbolizer's map:
+    /// no second pass over the file).
+    pub modules: Vec<ModuleRecord>,
     /// Events applied, and lost by the recorder (from `Lost` records).
     pub events: u64,
     /// See `events`.
@@ -301,7 +304,13 @@ impl ReplayState {
             Event::ProcessMemory { time, resident, committed } => {
                 self.process_memory.push(ProcessSample { time, resident, committed });
             }
-            Event::Module { .. } | Event::Unknown { .. } => {}
+            Event::Module { base, size, load_bias, path, ref build_id } => {
+                // Only the recorder's metadata stream maps modules (as `ModuleMap::read`).
+                if self.threads[ti].id == memreplay_format::block::METADATA_THREAD {
+                    self.modules.push(ModuleRecord { base, size, load_bias, path, build_id: build_id.clone() });
+                }
+            }
+            Event::Unknown { .. } => {}
         }
     }
 

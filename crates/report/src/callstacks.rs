@@ -2,11 +2,10 @@
 //! replayed log, and grouping sites by allocating function or by whole stack.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::Error;
-use memreplay_symbols::{SiteName, SymbolOptions, Symbolizer};
+use memreplay_symbols::{Module, ModuleMap, SiteName, SymbolOptions, Symbolizer};
 
 use crate::loaded::Loaded;
 use crate::sites::SiteFigures;
@@ -21,11 +20,22 @@ pub fn check_symbol_dirs(opts: &SymbolOptions) -> Result<(), Error> {
     Ok(())
 }
 
-/// A symbolizer for the replayed log `l`.
+/// A symbolizer for the replayed log `l`, over the modules the replay found in it.
 pub fn symbolizer(l: &Loaded, opts: &SymbolOptions) -> Result<Symbolizer, Error> {
     check_symbol_dirs(opts)?;
-    Symbolizer::for_log(std::path::Path::new(&l.path), |id| l.state().string(id), opts.clone())
-        .map_err(|error| Error::Open { path: PathBuf::from(&l.path), error })
+    let state = l.state();
+    let modules = state
+        .modules
+        .iter()
+        .map(|m| Module {
+            base: m.base,
+            size: m.size,
+            load_bias: m.load_bias,
+            path: state.string(m.path),
+            build_id: m.build_id.clone(),
+        })
+        .collect();
+    Ok(Symbolizer::new(ModuleMap::new(modules), opts.clone()))
 }
 
 /// Sites merged under one name: the allocating function, or the whole stack.

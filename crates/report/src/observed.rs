@@ -1,7 +1,7 @@
 //! A replay that keeps, besides the replay state, what `diff` needs and the state does
 //! not: at the points asked for (a label or a frame start), the allocations live there by
 //! slot, callstack and the label they were made after. (The module map, for symbolicating
-//! the callstacks, is read by [`memreplay_symbols::Symbolizer::for_log`].)
+//! the callstacks, is in the state: [`memreplay_replay::ReplayState::modules`].)
 //!
 //! It runs the engine as [`crate::load`] does (one replay, in global order), with a sink
 //! around the [`ReplayState`] that looks at the events as they are applied: nothing
