@@ -299,8 +299,8 @@ impl Info {
             }
             Ok(batch)
         };
-        // Each block's events with their records' sizes, in buffers kept from batch to batch.
-        let mut events: Vec<Vec<(Event, u32)>> = Vec::new();
+        // Each block's events, in buffers kept from batch to batch.
+        let mut events: Vec<Vec<Event>> = Vec::new();
         let mut next = read_batch(&mut reader)?;
         while !next.is_empty() {
             let batch = next;
@@ -315,25 +315,36 @@ impl Info {
                         .map_init(Vec::new, |buf, (block, out)| {
                             out.clear();
                             let raw = unpack_payload_into(&block.frame, &block.stored, buf)?;
+                            // The records' sizes by kind, summed here, on the decoding
+                            // threads.
+                            let mut bytes = [(0u64, 0u64); RECORD_KINDS.len()];
                             let mut decoder = decode_events(raw);
                             let mut at = 0;
                             while let Some(event) = decoder.next() {
+                                let event = event?;
                                 let end = decoder.position();
-                                out.push((event?, (end - at) as u32));
+                                let kind = &mut bytes[record_kind(&event)];
+                                kind.0 += 1;
+                                kind.1 += (end - at) as u64;
                                 at = end;
+                                out.push(event);
                             }
-                            Ok(())
+                            Ok(bytes)
                         })
-                        .collect::<Vec<Result<(), BlockError>>>()
+                        .collect::<Vec<Result<[(u64, u64); RECORD_KINDS.len()], BlockError>>>()
                 },
                 || read_batch(&mut reader),
             );
             next = read?;
             for ((block, result), out) in batch.iter().zip(decoded).zip(&mut events) {
                 match result {
-                    Ok(()) => {
+                    Ok(bytes) => {
                         counter.stored += block.stored.len() as u64;
                         counter.raw += u64::from(block.frame.raw_len);
+                        for (sum, (count, n)) in counter.record_bytes.iter_mut().zip(bytes) {
+                            sum.0 += count;
+                            sum.1 += n;
+                        }
                         counter.block(block.frame.thread, out.drain(..));
                     }
                     Err(e) => reader.report_bad_block(block, e),
@@ -373,7 +384,7 @@ struct Counter {
 }
 
 impl Counter {
-    fn block(&mut self, stream: u32, events: impl Iterator<Item = (Event, u32)>) {
+    fn block(&mut self, stream: u32, events: impl Iterator<Item = Event>) {
         self.blocks += 1;
         let counts = &mut self.counts;
         let t = self.threads.entry(stream).or_insert_with(|| ThreadInfo {
@@ -385,10 +396,7 @@ impl Counter {
         });
         t.blocks += 1;
         let mut decoded = 0;
-        for (event, bytes) in events {
-            let kind = &mut self.record_bytes[record_kind(&event)];
-            kind.0 += 1;
-            kind.1 += u64::from(bytes);
+        for event in events {
             if matches!(event, Event::Unknown { .. }) {
                 continue;
             }

@@ -410,6 +410,7 @@ pub struct EventDecoder<'a> {
 impl EventDecoder<'_> {
     /// Bytes of the payload decoded so far: the difference before and after an event is the
     /// size of its record.
+    #[inline]
     pub fn position(&self) -> usize {
         self.c.position()
     }
