@@ -106,8 +106,8 @@ pub struct ReplayState {
     pub(crate) points: u32,
     pub(crate) points_held: Vec<PointsHeld>,
     /// With [`LabelSnapshots::Evenly`]: labels whose index is a multiple of `stride` keep a
-    /// snapshot (0 is read as 1), and `spread` lists those indices, each with whether it
-    /// keeps its snapshot by name as well.
+    /// snapshot, and `spread` lists those indices, each with whether it keeps its snapshot
+    /// by name as well.
     pub(crate) stride: u32,
     pub(crate) spread: Vec<(u32, bool)>,
     pub(crate) timeline: Timeline,
@@ -163,7 +163,7 @@ impl Node {
 impl ReplayState {
     /// An empty state: the root context only.
     pub fn new(options: ReplayOptions) -> Self {
-        let mut s = ReplayState { options, ..Default::default() };
+        let mut s = ReplayState { options, stride: 1, ..Default::default() };
         s.nodes.push(Node::new(ROOT, 0, 0));
         s
     }
@@ -661,9 +661,10 @@ impl ReplayState {
     /// A label: a marker, with a snapshot if [`ReplayOptions::label_snapshots`] keeps one.
     fn label(&mut self, name: u32, seq: u64, time_ns: u64) {
         let index = self.labels.len() as u32;
+        // (kept as one of the evenly spread, kept for itself)
         let (spread, by_name) = match &self.options.label_snapshots {
             LabelSnapshots::All => (false, true),
-            LabelSnapshots::Evenly { count, .. } => (*count > 0 && index % self.stride.max(1) == 0, self.named(name)),
+            LabelSnapshots::Evenly { count, .. } => (*count > 0 && index % self.stride == 0, self.named(name)),
         };
         let keep = spread || by_name;
         let m = if keep {
@@ -699,7 +700,7 @@ impl ReplayState {
     /// serves no remaining snapshot.
     #[cold]
     fn thin_snapshots(&mut self) {
-        self.stride = self.stride.max(1) * 2;
+        self.stride *= 2;
         let stride = self.stride;
         for &(i, by_name) in &self.spread {
             if i % stride != 0 && !by_name {
