@@ -175,9 +175,11 @@ const RECORD_KINDS: [&str; 23] = [
 /// The index in [`RECORD_KINDS`] of an event's record.
 fn record_kind(e: &Event) -> usize {
     match e {
-        Event::Alloc { domain, .. } => usize::from(*domain != HEAP_DOMAIN) * 3,
-        Event::Free { domain, .. } => 1 + usize::from(*domain != HEAP_DOMAIN) * 3,
+        Event::Alloc { domain: HEAP_DOMAIN, .. } => 0,
+        Event::Free { domain: HEAP_DOMAIN, .. } => 1,
         Event::Realloc { .. } => 2,
+        Event::Alloc { .. } => 3,
+        Event::Free { .. } => 4,
         Event::Usage { .. } => 5,
         Event::ContextPush { .. } => 6,
         Event::ContextPop => 7,
