@@ -13,8 +13,11 @@
 //! (`threads4_*`), each making 20 000 pairs (16 M events): the recorder's memory must not
 //! grow with the threads that have come and gone. Last, weak scaling (`parallelN_*`): 1, 2,
 //! 4 and 8 threads at once, each running the workload (1 M events per thread), against
-//! the same threads not recording: the slowdown and the writer's own CPU per event as
-//! threads are added (on a 2-core machine past 2 threads the cores are oversubscribed).
+//! the same threads not recording: the slowdown, the back-pressure and the recorder
+//! threads' CPU per event (the writer's and the encoders') as threads are added, with
+//! one encoder thread per core (the default) and with the writer thread encoding alone
+//! (`_writer`, `encoder_threads(1)`). On a 2-core machine past 2 threads the cores are
+//! oversubscribed.
 //! `-- --only parallel` runs these alone.
 //! Each run is a fresh child process (this binary with `--child NAME`), so that peak RSS
 //! (VmHWM) minus the not-recording run's is the recorder's own memory.
@@ -27,7 +30,7 @@
 use std::alloc::{Layout, System};
 use std::collections::VecDeque;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use memreplay::Config;
 use memreplay_benches::{
@@ -143,22 +146,6 @@ fn tight_pairs(pairs: u64) -> u64 {
     2 * pairs
 }
 
-/// CPU time (ns) of the thread `/proc/self/task/<tid>`, from its schedstat.
-fn task_cpu(dir: &std::path::Path) -> Duration {
-    let s = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
-    Duration::from_nanos(s.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0))
-}
-
-/// CPU time of the recorder's writer thread so far (zero when there is none).
-fn writer_cpu() -> Duration {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Duration::ZERO };
-    tasks
-        .flatten()
-        .map(|t| t.path())
-        .find(|t| std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == "memreplay-write"))
-        .map_or(Duration::ZERO, |t| task_cpu(&t))
-}
-
 fn mib(b: u64) -> f64 {
     b as f64 / (1 << 20) as f64
 }
@@ -234,7 +221,12 @@ fn parallel8(n: u64) -> u64 {
     parallel(n, 8)
 }
 
-const SETUPS: [Setup; 19] = [
+/// The design before encoder threads: the writer thread encodes every stream.
+fn stacks16_writer_encodes(c: Config) -> Config {
+    stacks16(c).encoder_threads(1)
+}
+
+const SETUPS: [Setup; 23] = [
     Setup { name: "workload_baseline", config: None, work: workload },
     Setup { name: "workload_stack16", config: Some(stacks16), work: workload },
     Setup { name: "workload_nostack", config: Some(nostack), work: workload },
@@ -248,12 +240,16 @@ const SETUPS: [Setup; 19] = [
     Setup { name: "threads4_stack16", config: Some(stacks16), work: churn4 },
     Setup { name: "parallel1_baseline", config: None, work: parallel1 },
     Setup { name: "parallel1_stack16", config: Some(stacks16), work: parallel1 },
+    Setup { name: "parallel1_stack16_writer", config: Some(stacks16_writer_encodes), work: parallel1 },
     Setup { name: "parallel2_baseline", config: None, work: parallel2 },
     Setup { name: "parallel2_stack16", config: Some(stacks16), work: parallel2 },
+    Setup { name: "parallel2_stack16_writer", config: Some(stacks16_writer_encodes), work: parallel2 },
     Setup { name: "parallel4_baseline", config: None, work: parallel4 },
     Setup { name: "parallel4_stack16", config: Some(stacks16), work: parallel4 },
+    Setup { name: "parallel4_stack16_writer", config: Some(stacks16_writer_encodes), work: parallel4 },
     Setup { name: "parallel8_baseline", config: None, work: parallel8 },
     Setup { name: "parallel8_stack16", config: Some(stacks16), work: parallel8 },
+    Setup { name: "parallel8_stack16_writer", config: Some(stacks16_writer_encodes), work: parallel8 },
 ];
 
 /// The child's side: runs one setup and prints its figures as `key=value` on one line.
@@ -268,18 +264,13 @@ fn child(setup: &Setup, events: u64) {
     // The workload runs DEPTH calls deep, as a game's allocations do.
     let made = at_depth(DEPTH, &mut || (setup.work)(events));
     let t_loop = t.elapsed();
-    // The writer's CPU up to here, plus the drain in `stop` counted as busy: exact to
-    // within the drain, whatever other threads the workload ran.
-    let writer_loop = memreplay::untracked(writer_cpu);
     let stats = setup.config.map(|_| memreplay::stop().expect("recording"));
     let t_stop = t.elapsed();
-    let writer_cpu = if stats.is_some() { writer_loop + (t_stop - t_loop) } else { Duration::ZERO };
     let (_, hwm) = rss();
     let mut line = format!(
-        "made={made} loop_ns={} stop_ns={} writer_cpu_ns={} peak_rss_delta={} peak_reset={peak_reset}",
+        "made={made} loop_ns={} stop_ns={} peak_rss_delta={} peak_reset={peak_reset}",
         t_loop.as_nanos(),
         t_stop.as_nanos(),
-        writer_cpu.as_nanos(),
         hwm.saturating_sub(rss0)
     );
     if let Some(stats) = stats {
@@ -287,14 +278,18 @@ fn child(setup: &Setup, events: u64) {
         let file = std::fs::metadata(&path).map_or(0, |m| m.len());
         line += &format!(
             " file={file} log_events={} stacks={stacks} depth_min={dmin} depth_max={dmax} depth_mean={dmean:.1} \
-             bp_waits={} bp_ns={} peak_buffer={} peak_buffers={} max_buffers={} lost={}",
+             bp_waits={} bp_ns={} peak_buffer={} peak_buffers={} max_buffers={} lost={} writer_cpu_ns={} \
+             encoder_cpu_ns={} encoders={}",
             stats.events,
             stats.backpressure_waits,
             stats.backpressure_ns,
             stats.peak_buffer_bytes,
             stats.peak_buffers,
             stats.max_buffers,
-            stats.lost_events
+            stats.lost_events,
+            stats.writer_cpu_ns,
+            stats.encoder_cpu_ns,
+            stats.encoder_threads
         );
     }
     println!("CHILD {line}");
@@ -327,6 +322,7 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
     let loop_ns = f(r, "loop_ns");
     let stop_ns = f(r, "stop_ns");
     let writer = f(r, "writer_cpu_ns");
+    let encoders = f(r, "encoder_cpu_ns");
     let rec_mem = f(r, "peak_rss_delta") - f(base, "peak_rss_delta");
     println!("== {name}");
     println!(
@@ -359,9 +355,12 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         (stop_ns - loop_ns) / 1e6
     );
     println!(
-        "  writer thread CPU         {:.1} ms = {:.1} ns/event (its schedstat when the loop ended + the drain)",
-        writer / 1e6,
-        writer / made
+        "  recorder threads' CPU     {:.1} ms = {:.1} ns/event: writer thread {:.1} ns/event, {} encoder threads {:.1} ns/event",
+        (writer + encoders) / 1e6,
+        (writer + encoders) / made,
+        writer / made,
+        f(r, "encoders"),
+        encoders / made
     );
     println!(
         "  back-pressure             {} waits, {:.1} ms = {:.1} ns/event",
@@ -389,13 +388,14 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
     println!("  lost events               {}", f(r, "lost"));
     println!(
         "STATS log_size/{name} bytes_per_event={:.3} loop_ns_per_event={:.2} base_ns_per_event={:.2} events_per_s_until_stop={:.0} \
-         writer_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0} \
+         writer_cpu_ns_per_event={:.1} encoder_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0} \
          slowdown={:.2}",
         file / made,
         loop_ns / made,
         f(base, "loop_ns") / made,
         made / stop_ns * 1e9,
         writer / made,
+        encoders / made,
         f(r, "bp_ns") / made,
         f(r, "peak_buffer"),
         rec_mem,

@@ -26,7 +26,7 @@ pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use ordered::{merge_by_seq, Part, ThreadEvent};
 pub use reader::{Block, Damage, DecodedBlock, Log, LogReader, ReadReport};
 pub use record::{decode_records, Record, RecordKind, Records};
-pub use writer::LogWriter;
+pub use writer::{FramedBlock, LogWriter};
 
 /// Why a log could not be opened at all. Damage past the header is not an error: it is
 /// recorded in the [`ReadReport`] and reading goes on.

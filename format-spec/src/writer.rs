@@ -5,10 +5,58 @@ use std::io::{self, Write};
 use crate::block::{EndOfLog, EventEncoder, MAX_BLOCK_RAW_LEN};
 use crate::header::FileHeader;
 
+/// One block framed and compressed away from the file, on any thread, for
+/// [`LogWriter::write_framed`]: recorders that encode several streams at once build
+/// their blocks in parallel and write them one after another.
+#[derive(Debug, Default)]
+pub struct FramedBlock {
+    bytes: Vec<u8>,
+    events: u32,
+}
+
+impl FramedBlock {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Frames and compresses the encoder's events as one block of `thread`, replacing
+    /// what this held, and clears the encoder. An empty encoder gives an empty block
+    /// (which writes nothing). Fails (keeping the encoder, leaving this empty) if the
+    /// payload exceeds [`MAX_BLOCK_RAW_LEN`], which readers reject.
+    pub fn frame(&mut self, thread: u32, events: &mut EventEncoder) -> io::Result<()> {
+        self.bytes.clear();
+        self.events = 0;
+        if events.is_empty() {
+            return Ok(());
+        }
+        if events.len() > MAX_BLOCK_RAW_LEN as usize {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "block payload exceeds MAX_BLOCK_RAW_LEN"));
+        }
+        self.events = events.event_count();
+        events.finish_into(thread, &mut self.bytes);
+        Ok(())
+    }
+
+    /// Whether it holds no block.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Events in the block.
+    pub fn event_count(&self) -> u32 {
+        self.events
+    }
+
+    /// Bytes of the block in the file (frame and stored payload).
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
 /// Appends blocks to a log and counts what it wrote.
 pub struct LogWriter<W: Write> {
     out: W,
-    scratch: Vec<u8>,
+    scratch: FramedBlock,
     blocks: u64,
     events: u64,
     bytes: u64,
@@ -19,25 +67,29 @@ impl<W: Write> LogWriter<W> {
     pub fn new(mut out: W, header: &FileHeader) -> io::Result<Self> {
         let h = header.to_bytes();
         out.write_all(&h)?;
-        Ok(LogWriter { out, scratch: Vec::new(), blocks: 0, events: 0, bytes: h.len() as u64 })
+        Ok(LogWriter { out, scratch: FramedBlock::new(), blocks: 0, events: 0, bytes: h.len() as u64 })
     }
 
     /// Frames, compresses and writes the encoder's events as one block of `thread`, then
     /// clears the encoder. Writes nothing for an empty encoder. Fails (writing nothing and
     /// keeping the encoder) if the payload exceeds [`MAX_BLOCK_RAW_LEN`], which readers reject.
     pub fn write_block(&mut self, thread: u32, events: &mut EventEncoder) -> io::Result<()> {
-        if events.is_empty() {
+        let mut block = std::mem::take(&mut self.scratch);
+        let written = block.frame(thread, events).and_then(|()| self.write_framed(&block));
+        self.scratch = block;
+        written
+    }
+
+    /// Writes a block framed by [`FramedBlock::frame`] (nothing for an empty one).
+    /// A stream's blocks must be written in stream order (SPEC.md §4.4).
+    pub fn write_framed(&mut self, block: &FramedBlock) -> io::Result<()> {
+        if block.is_empty() {
             return Ok(());
         }
-        if events.len() > MAX_BLOCK_RAW_LEN as usize {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "block payload exceeds MAX_BLOCK_RAW_LEN"));
-        }
-        self.events += u64::from(events.event_count());
-        self.scratch.clear();
-        events.finish_into(thread, &mut self.scratch);
-        self.out.write_all(&self.scratch)?;
+        self.events += u64::from(block.events);
+        self.out.write_all(&block.bytes)?;
         self.blocks += 1;
-        self.bytes += self.scratch.len() as u64;
+        self.bytes += block.bytes.len() as u64;
         Ok(())
     }
 

@@ -53,6 +53,11 @@ pub struct Config {
     /// Linux only (elsewhere nothing is sampled). A sample costs the writer one `pread` of
     /// `/proc/self/statm`, a few microseconds.
     pub process_memory_interval: Option<Duration>,
+    /// Threads that encode, compress and write the log: 0 (the default) for one per core
+    /// (at most [`AUTO_ENCODER_THREADS`]), 1 for the writer thread alone. Each recorded
+    /// thread's events go to one encoder (thread id mod n), so a program with many
+    /// allocating threads does not wait for a single writer.
+    pub encoder_threads: usize,
 }
 
 /// An invalid setting, from code or from the environment.
@@ -66,6 +71,12 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Most encoder threads a session starts.
+pub const MAX_ENCODER_THREADS: usize = 64;
+
+/// Most encoder threads "one per core" (`encoder_threads` 0) starts.
+pub const AUTO_ENCODER_THREADS: usize = 16;
 
 /// Most frames a callstack may keep.
 pub const MAX_STACK_DEPTH: usize = 64;
@@ -82,6 +93,7 @@ impl Config {
             flush_interval: Duration::from_millis(100),
             buffer_memory: 8 << 20,
             process_memory_interval: Some(Duration::from_millis(10)),
+            encoder_threads: 0,
         }
     }
 
@@ -126,6 +138,21 @@ impl Config {
         self
     }
 
+    /// Encoder threads (0: one per core, at most [`AUTO_ENCODER_THREADS`]).
+    pub fn encoder_threads(mut self, n: usize) -> Self {
+        self.encoder_threads = n;
+        self
+    }
+
+    /// The encoders a session starts with these settings: `encoder_threads`, or for 0
+    /// the cores this process may run on (1 if unknown), at most [`AUTO_ENCODER_THREADS`].
+    pub fn encoders(&self) -> usize {
+        match self.encoder_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()).min(AUTO_ENCODER_THREADS),
+            n => n,
+        }
+    }
+
     /// Checks the settings' ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_stack_depth == 0 || self.max_stack_depth > MAX_STACK_DEPTH {
@@ -140,6 +167,12 @@ impl Config {
         if self.flush_interval.is_zero() {
             return Err(ConfigError("flush_interval must be above zero".into()));
         }
+        if self.encoder_threads > MAX_ENCODER_THREADS {
+            return Err(ConfigError(format!(
+                "encoder_threads must be 0..={MAX_ENCODER_THREADS} (0 = one per core), got {}",
+                self.encoder_threads
+            )));
+        }
         if self.process_memory_interval.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError("process_memory_interval must be above zero (None turns sampling off)".into()));
         }
@@ -150,7 +183,7 @@ impl Config {
     /// `MEMREPLAY_OPTIONS`, a comma-separated list of `key=value`:
     /// `callstacks=on|off`, `free-callstacks=on|off`, `usage=on|off`, `depth=N`,
     /// `unwind=fp|unwinder`, `flush-ms=N`, `buffer-mib=N`, `memory-ms=N` (process memory
-    /// sampling interval; 0 = off).
+    /// sampling interval; 0 = off), `encoders=N` (encoder threads; 0 = one per core).
     pub fn from_env() -> Result<Option<Config>, ConfigError> {
         let path = match std::env::var_os("MEMREPLAY_LOG") {
             Some(p) if !p.is_empty() => p,
@@ -207,6 +240,12 @@ impl Config {
                         ms => Some(Duration::from_millis(ms)),
                     }
                 }
+                "encoders" => {
+                    self.encoder_threads = number(
+                        &format!("a number of threads from 0 (one per core) to {MAX_ENCODER_THREADS}"),
+                        0..=MAX_ENCODER_THREADS as u64,
+                    )? as usize
+                }
                 _ => return Err(ConfigError(format!("unknown option `{key}` (options: {OPTION_NAMES})"))),
             }
         }
@@ -216,7 +255,8 @@ impl Config {
 }
 
 /// The keys `MEMREPLAY_OPTIONS` accepts, for error messages.
-const OPTION_NAMES: &str = "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms";
+const OPTION_NAMES: &str =
+    "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms, encoders";
 
 #[cfg(test)]
 mod tests {
@@ -241,8 +281,12 @@ mod tests {
         assert_eq!(
             err("depht=32"),
             "unknown option `depht` (options: callstacks, free-callstacks, usage, depth, unwind, \
-             flush-ms, buffer-mib, memory-ms)"
+             flush-ms, buffer-mib, memory-ms, encoders)"
         );
+        assert_eq!(err("encoders=65"), "encoders takes a number of threads from 0 (one per core) to 64, not `65`");
+        assert_eq!(Config::new("x").with_options("encoders=3").unwrap().encoders(), 3);
+        assert!(Config::new("x").encoders() >= 1);
+        assert!(Config::new("x").encoder_threads(65).validate().is_err());
         assert_eq!(err("depth=500"), "depth takes a number of frames from 1 to 64, not `500`");
         assert_eq!(err("flush-ms=0"), "flush-ms takes milliseconds, 1 or more, not `0`");
         assert_eq!(err("buffer-mib=x"), "buffer-mib takes MiB, from 1 to 65536, not `x`");

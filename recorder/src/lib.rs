@@ -41,7 +41,7 @@ pub mod imp;
 pub mod tracing_layer;
 
 pub use allocator::Allocator;
-pub use config::{Config, ConfigError, StackCapture};
+pub use config::{Config, ConfigError, StackCapture, AUTO_ENCODER_THREADS, MAX_ENCODER_THREADS};
 pub use domain::{Domain, Resource};
 pub use guards::{AttachGuard, ContextGuard};
 pub use memreplay_format::{DomainKind, ResourceKind};
@@ -101,6 +101,12 @@ pub struct SessionStats {
     /// threads that registered when all were in use (one extra buffer each, so that a new
     /// thread never waits) have not yet been paid back by the writer returning buffers.
     pub max_buffers: u32,
+    /// Encoder threads the session ran (0: the writer thread encoded alone).
+    pub encoder_threads: u32,
+    /// CPU time of the writer thread, in nanoseconds (0 where the OS does not say).
+    pub writer_cpu_ns: u64,
+    /// CPU time of the encoder threads together, in nanoseconds.
+    pub encoder_cpu_ns: u64,
 }
 
 /// Starts recording to `config.path`. Fails if a session is already recording, if the

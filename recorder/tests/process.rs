@@ -183,11 +183,16 @@ fn environment_variable_starts_recording_and_exit_stops_it() {
 fn bad_environment_options_do_not_start_recording_and_say_why() {
     let path = temp("bad-env.mrl");
     let missing_dir = temp("no-such-dir").join("x.mrl");
-    let options = "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms";
+    let options = "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms, encoders";
     let cases = [
         (&path, "depht=32", format!("MEMREPLAY_OPTIONS: unknown option `depht` (options: {options})")),
         (&path, "depth=500", "MEMREPLAY_OPTIONS: depth takes a number of frames from 1 to 64, not `500`".into()),
         (&path, "unwind=dwarf", "MEMREPLAY_OPTIONS: unwind takes fp or unwinder, not `dwarf`".into()),
+        (
+            &path,
+            "encoders=-1",
+            "MEMREPLAY_OPTIONS: encoders takes a number of threads from 0 (one per core) to 64, not `-1`".into(),
+        ),
         (&path, "callstacks", format!("MEMREPLAY_OPTIONS: `callstacks` is not key=value (options: {options})")),
         (
             &missing_dir,

@@ -82,7 +82,9 @@ fn sessions_stop_and_start_again_in_one_process() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let paths = [temp_log("first.mrl"), temp_log("second.mrl")];
     for (i, path) in paths.iter().enumerate() {
-        memreplay::start(memreplay::Config::new(path).callstacks(false)).unwrap();
+        // The writer thread encoding alone, then four encoder threads: both start and end.
+        let encoders = if i == 0 { 1 } else { 4 };
+        memreplay::start(memreplay::Config::new(path).callstacks(false).encoder_threads(encoders)).unwrap();
         assert!(matches!(
             memreplay::start(memreplay::Config::new(temp_log("clash.mrl"))),
             Err(memreplay::StartError::AlreadyRecording)

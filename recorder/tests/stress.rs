@@ -30,13 +30,15 @@ unsafe impl Send for Ptr {}
 fn cross_thread_frees_and_address_reuse_replay_exactly() {
     let path = std::env::temp_dir().join(format!("memreplay-stress-{}.mrl", std::process::id()));
     // Small buffers and a short flush interval: many hand-offs, idle collection and
-    // back-pressure all happen during the run.
+    // back-pressure all happen during the run. Three encoder threads share the eight
+    // workers' streams (and the callstack and string tables) whatever the machine's cores.
     memreplay::start(
         memreplay::Config::new(&path)
             .callstacks(true)
             .free_callstacks(true)
             .buffer_memory(1 << 20)
-            .flush_interval(std::time::Duration::from_millis(5)),
+            .flush_interval(std::time::Duration::from_millis(5))
+            .encoder_threads(3),
     )
     .unwrap();
 
@@ -101,6 +103,29 @@ fn cross_thread_frees_and_address_reuse_replay_exactly() {
     std::fs::remove_file(&path).ok();
     assert!(log.report.is_clean(), "{:?}", log.report);
     assert_eq!(log.report.end.unwrap().events, stats.events);
+
+    // Encoders intern callstacks and strings in parallel: each id is defined exactly
+    // once, every id used is defined, and the ids are dense from 1.
+    let (mut stacks, mut strings) = (Vec::new(), Vec::new());
+    let mut used = HashSet::new();
+    for e in log.blocks.iter().flat_map(|b| &b.events) {
+        match *e {
+            Event::DefineStack { id, .. } => stacks.push(id),
+            Event::DefineString { id, .. } => strings.push(id),
+            Event::Alloc { stack, .. } | Event::Free { stack, .. } | Event::Realloc { stack, .. } => {
+                used.insert(stack);
+            }
+            _ => {}
+        }
+    }
+    for ids in [&mut stacks, &mut strings] {
+        ids.sort_unstable();
+        assert_eq!(*ids, (1..=ids.len() as u32).collect::<Vec<_>>(), "ids defined once each, dense from 1");
+    }
+    assert_eq!(stacks.len() as u32, stats.stacks);
+    let undefined: Vec<_> = used.iter().filter(|&&s| s != 0 && s as usize > stacks.len()).collect();
+    assert!(undefined.is_empty(), "callstacks used but never defined: {undefined:?}");
+    assert!(stacks.len() > 1, "the workers' callstacks are recorded");
 
     let is_mark = |size: u64| (MARK_MIN as u64..(MARK_MIN + 2 * MARK_SPAN) as u64).contains(&size);
     let mut live: HashMap<u64, (u64, u32)> = HashMap::new();

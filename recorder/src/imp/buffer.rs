@@ -1,10 +1,11 @@
 //! Event buffers and the pool that bounds them.
 //!
 //! A [`Buffer`] is one thread's current run of raw records. Its owner appends records and
-//! publishes each with a release store of `published`; the writer thread may read any
-//! published prefix at any time (to collect idle threads' events) and receives the whole
-//! buffer through the hand-off channel once full. Only the writer returns a buffer to the
-//! pool, so a buffer the writer is reading is never reused under it.
+//! publishes each with a release store of `published`; its stream's encoder (see
+//! `encoder.rs`) may read any published prefix at any time (to collect idle threads'
+//! events) and receives the whole buffer, through the hand-off channel and the writer
+//! thread, once full. Only that encoder returns a buffer to the pool, so a buffer being
+//! read is never reused under it.
 //!
 //! Buffers are allocated from `System` directly, never through the hooked allocator.
 
@@ -27,7 +28,7 @@ pub(crate) struct Buffer {
     pub thread: u32,
     /// The owner's thread ended: no buffer follows this one.
     pub last: bool,
-    /// Bytes of `data` the writer has consumed (writer-only).
+    /// Bytes of `data` the stream's encoder has consumed (encoder-only).
     pub consumed: usize,
     pub data: [u8; BUFFER_CAPACITY],
 }
@@ -89,7 +90,7 @@ fn layout() -> Layout {
 
 /// The fixed set of buffers: at most `max` exist, plus one per thread that registers
 /// while all are in use (so that a new thread never waits on idle ones). Those extra
-/// buffers are temporary: while more than `max` exist, every buffer the writer returns is
+/// buffers are temporary: while more than `max` exist, every buffer the encoders return is
 /// freed instead of pooled, so thread churn never makes the pool grow.
 pub(crate) struct BufferPool {
     free_tx: Sender<BufPtr>,
@@ -143,7 +144,7 @@ impl BufferPool {
         BufPtr(p)
     }
 
-    /// A free buffer. Waits for the writer when all `max` are in use, unless `force`.
+    /// A free buffer. Waits for the encoders when all `max` are in use, unless `force`.
     pub fn take(&self, force: bool) -> BufPtr {
         if let Ok(b) = self.free_rx.try_recv() {
             return b;
@@ -159,7 +160,7 @@ impl BufferPool {
         {
             return self.allocate(n + 1);
         }
-        // Back-pressure: the writer is behind. Wait for it; never drop events.
+        // Back-pressure: the encoders are behind. Wait for them; never drop events.
         let t = Instant::now();
         let b = wait_for(|| self.free_rx.try_recv().ok());
         self.waits.fetch_add(1, Ordering::Relaxed);
@@ -167,7 +168,7 @@ impl BufferPool {
         b
     }
 
-    /// Returns a consumed buffer (writer thread only). Frees it instead while more than
+    /// Returns a consumed buffer (the stream's encoder only). Frees it instead while more than
     /// `max` exist (forced takes made them), or if the free channel is full.
     pub fn give(&self, b: BufPtr) {
         if self.allocated.load(Ordering::Relaxed) > self.max || self.free_tx.try_send(b).is_err() {

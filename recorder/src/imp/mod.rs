@@ -9,6 +9,7 @@
 //! - `stack`, `sys`: callstack capture and OS facts.
 
 mod buffer;
+mod encoder;
 mod record;
 mod signals;
 mod stack;

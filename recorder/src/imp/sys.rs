@@ -118,6 +118,19 @@ fn parse_statm(line: &[u8]) -> Option<(u64, u64)> {
     Some((resident, data))
 }
 
+/// CPU time the calling thread has used, in nanoseconds (0 where the OS does not say).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    #[cfg(unix)]
+    {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: writes one timespec into `t`, which lives across the call.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0 {
+            return t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
+        }
+    }
+    0
+}
+
 /// The recorder's own thread, started without `std::thread`: std's thread start-up
 /// allocates on the new thread (its handle, its thread-local destructor list) before the
 /// thread's closure could mark the thread as the recorder's, so those allocations would

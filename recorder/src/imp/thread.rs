@@ -75,7 +75,7 @@ pub(crate) fn mark_recorder_thread() {
 }
 
 /// Whether the calling thread is inside recorder code: a hook, `start`/`stop`, `untracked`,
-/// or the writer thread.
+/// or one of its own threads (writer, encoders).
 pub(crate) fn in_recorder() -> bool {
     LOCAL.try_with(|l| l.busy.get()).unwrap_or(false)
 }
@@ -219,7 +219,7 @@ impl ThreadState {
         RecordWriter { ptr: unsafe { self.buf.data().add(self.len) }, len: 0, cap: max }
     }
 
-    /// Publishes the record `w` wrote: the writer may read it from now on.
+    /// Publishes the record `w` wrote: its stream's encoder may read it from now on.
     #[inline(always)]
     fn commit(&mut self, w: RecordWriter) {
         self.len += w.len;
@@ -227,9 +227,9 @@ impl ThreadState {
         unsafe { (*self.buf.0).published.store(self.len, Ordering::Release) };
     }
 
-    /// Sends the full buffer to the writer and starts a new one.
+    /// Sends the full buffer to the writer (for its stream's encoder) and starts a new one.
     ///
-    /// Order matters: the slot is cleared before the send, so the writer, which reads a
+    /// Order matters: the slot is cleared before the send, so the encoder, which reads a
     /// slot's current buffer to collect idle threads, never sees a buffer it already got
     /// through the channel (and may have recycled).
     #[cold]
@@ -254,7 +254,7 @@ impl ThreadState {
         // SAFETY: sessions are never freed.
         let session = unsafe { &*self.session };
         self.slot.current.store(ptr::null_mut(), Ordering::Release);
-        // SAFETY: the buffer is this thread's until it is sent below; the writer reads
+        // SAFETY: the buffer is this thread's until it is sent below; its encoder reads
         // `last` only after receiving it.
         unsafe { (*self.buf.0).last = true };
         send(session, self.buf);
