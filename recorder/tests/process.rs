@@ -168,7 +168,7 @@ fn environment_variable_starts_recording_and_exit_stops_it() {
     let path = temp("env.mrl");
     let status = child("env", &path)
         .env("MEMREPLAY_LOG", &path)
-        .env("MEMREPLAY_OPTIONS", "callstacks=off,usage=off")
+        .env("MEMREPLAY_OPTIONS", "callstacks=off,usage=off,encoders=3")
         .status()
         .unwrap();
     assert!(status.success());
