@@ -34,6 +34,7 @@ const MODULE_RESCAN: Duration = Duration::from_secs(1);
 const METADATA: u32 = memreplay_format::block::METADATA_THREAD;
 
 /// Work for an encoder thread, in its streams' order.
+#[derive(Clone, Copy)]
 enum Job {
     /// A buffer one of its threads handed off.
     Full(BufPtr),
@@ -117,41 +118,30 @@ impl Writer {
         if n < 2 {
             return;
         }
-        let mut started = Vec::new();
-        // Each encoder waits for the go: if a thread cannot be started, the others end
-        // without having touched a stream.
-        let mut go = Vec::new();
+        let mut started: Vec<EncoderThread> = Vec::new();
         for index in 0..n {
             let (jobs, rx) = crossbeam_channel::unbounded();
-            let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(1);
             let shared = self.shared.clone();
             let done = done_tx.clone();
             let body = move || {
-                if go_rx.recv().is_ok() {
-                    encode(Encoder::new(shared, index as u32, n as u32), &rx, &done);
-                }
+                encode(Encoder::new(shared, index as u32, n as u32), &rx, &done);
                 super::sys::thread_cpu_ns()
             };
             match RecorderThread::spawn(c"memreplay-enc", super::thread::mark_recorder_thread, body) {
-                Ok(thread) => {
-                    started.push(EncoderThread { jobs, thread });
-                    go.push(go_tx);
-                }
+                Ok(thread) => started.push(EncoderThread { jobs, thread }),
                 Err(e) => {
                     super::say_on_stderr(&format!(
                         "memreplay: cannot start encoder thread {index} of {n}: {e}; the writer thread encodes \
                          every stream\n"
                     ));
-                    drop(go);
+                    // Those started have had no job: closing their channels ends them.
                     for t in started {
+                        drop(t.jobs);
                         t.thread.join();
                     }
                     return;
                 }
             }
-        }
-        for g in go {
-            let _ = g.send(());
         }
         self.encoders = started;
     }
@@ -184,11 +174,11 @@ impl Writer {
     }
 
     /// Every thread's published events into blocks, written; then the metadata stream's.
-    fn collect_and_write_all(&mut self, job: fn() -> Job) {
+    fn collect_and_write_all(&mut self, job: Job) {
         if self.encoders.is_empty() {
             self.enc.collect_idle();
         } else {
-            let asked = self.encoders.iter().filter(|e| e.jobs.send(job()).is_ok()).count();
+            let asked = self.encoders.iter().filter(|e| e.jobs.send(job).is_ok()).count();
             // An encoder that ends before it answers drops its sender: stop waiting then.
             for _ in 0..asked {
                 if self.done_rx.recv_timeout(Duration::from_secs(10)).is_err() {
@@ -282,7 +272,7 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
             // The program's own handler chained to ours: it ends on its own terms (its
             // exit finishes the log); what was recorded so far goes to the file now.
             Some((_, false)) => {
-                w.collect_and_write_all(|| Job::Collect);
+                w.collect_and_write_all(Job::Collect);
                 w.flush();
             }
             None => {}
@@ -294,7 +284,7 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
         if now >= next_tick {
             // Domains defined since the last tick, used or not yet.
             w.enc.sync_domains(METADATA, 0);
-            w.collect_and_write_all(|| Job::Collect);
+            w.collect_and_write_all(Job::Collect);
             if now >= next_modules {
                 w.scan_modules();
                 w.enc.write_stream(METADATA);
@@ -315,7 +305,7 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
     if let Some(p) = &mut sampler {
         p.sample(&mut w);
     }
-    w.collect_and_write_all(|| Job::Stop);
+    w.collect_and_write_all(Job::Stop);
     let encoder_threads = w.encoders.len() as u32;
     let mut encoder_cpu_ns = 0;
     for e in std::mem::take(&mut w.encoders) {
