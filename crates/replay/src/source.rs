@@ -28,6 +28,7 @@ use memreplay_format::{
 };
 use rayon::prelude::*;
 
+use super::addr_map::prefetch_line;
 use super::ReplayState;
 
 /// What the records are handed to, in global order.
@@ -631,6 +632,14 @@ impl Cursor {
             let Some(block) = self.queue.front() else { return n };
             let records = &block.records;
             let start = self.pos;
+            // The records this run will announce, loaded ahead for the next run: on a
+            // log whose threads take turns every few events, each thread's queue is one
+            // of many read a few records at a time, which the hardware does not follow
+            // (16 threads in runs of 1-4: 11-12 % faster; a run of one thread's events
+            // pays two prefetches).
+            let ahead = records.as_ptr().wrapping_add(start + 2 * LOOKAHEAD_EVENTS).cast::<u8>();
+            prefetch_line(ahead);
+            prefetch_line(ahead.wrapping_add(64));
             let mut i = start;
             while let Some(r) = records.get(i) {
                 if r.key >= limit {
