@@ -56,7 +56,8 @@ pub struct Config {
     /// Threads that encode, compress and write the log: 0 (the default) for one per core
     /// (at most [`AUTO_ENCODER_THREADS`]), 1 for the writer thread alone. Each recorded
     /// thread's events go to one encoder (thread id mod n), so a program with many
-    /// allocating threads does not wait for a single writer.
+    /// allocating threads does not wait for a single writer. If the OS refuses to start
+    /// one, `start` fails.
     pub encoder_threads: usize,
 }
 

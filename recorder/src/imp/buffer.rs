@@ -3,8 +3,7 @@
 //! A [`Buffer`] is one thread's current run of raw records. Its owner appends records and
 //! publishes each with a release store of `published`; its stream's encoder (see
 //! `encoder.rs`) may read any published prefix at any time (to collect idle threads'
-//! events) and receives the whole buffer, through the hand-off channel and the writer
-//! thread, once full. Only that encoder returns a buffer to the pool, so a buffer being
+//! events) and receives the whole buffer through its hand-off channel once full. Only that encoder returns a buffer to the pool, so a buffer being
 //! read is never reused under it.
 //!
 //! Buffers are allocated from `System` directly, never through the hooked allocator.

@@ -70,6 +70,11 @@ pub(crate) struct Session {
     pub start: Instant,
     pub flags: Flags,
     pub pool: BufferPool,
+    /// Where threads hand their full buffers: channel `thread id mod n` goes to encoder
+    /// thread `i` of `n`; with no encoder threads, the one channel is the writer's.
+    pub hand_off: Box<[Sender<BufPtr>]>,
+    /// The writer thread's channel: buffers when it encodes, else only the null buffer
+    /// that `stop` sends to wake it.
     pub full_tx: Sender<BufPtr>,
     pub slots: Mutex<Vec<Arc<Slot>>>,
     pub next_thread: AtomicU32,
@@ -130,6 +135,12 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         let pool = BufferPool::new(config.buffer_memory);
         // Room for every buffer that can exist: a hand-off never waits and never allocates.
         let (full_tx, full_rx) = crossbeam_channel::bounded(pool.capacity());
+        // With one encoder the writer thread encodes, from its own channel; with more,
+        // each encoder thread has a channel its threads hand off to.
+        let (hand_off, hand_offs): (Vec<_>, Vec<_>) = match config.encoders() {
+            1 => (vec![full_tx.clone()], Vec::new()),
+            n => (0..n).map(|_| crossbeam_channel::bounded(pool.capacity())).unzip(),
+        };
         let session: &'static Session = Box::leak(Box::new(Session {
             start: Instant::now(),
             flags: Flags {
@@ -140,6 +151,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
                 capture: config.stack_capture,
             },
             pool,
+            hand_off: hand_off.into_boxed_slice(),
             full_tx,
             slots: Mutex::new(Vec::new()),
             next_thread: AtomicU32::new(1),
@@ -148,7 +160,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         let start_unix_ns =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         // The header, modules and domains are in the file before `start` returns.
-        let w = writer::Writer::open(session, file, &config, start_unix_ns).map_err(StartError::Io)?;
+        let w = writer::Writer::open(session, file, &config, start_unix_ns, hand_offs).map_err(StartError::Io)?;
         // The writer marks itself as the recorder's own before anything on it allocates.
         // (Its OS name: Linux keeps 15 bytes, as std cut "memreplay-writer" to.)
         let handle = sys::RecorderThread::spawn(c"memreplay-write", thread::mark_recorder_thread, move || {

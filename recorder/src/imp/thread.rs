@@ -192,13 +192,16 @@ fn lock_exiting_stream(session: &'static Session) -> *mut ThreadState {
     st
 }
 
-/// Hands a buffer to the writer. The channel has room for every buffer that can exist,
-/// so this only waits if the writer is gone mid-stop (then the buffer is dropped with
-/// the session's end).
+/// Hands a buffer to its stream's encoder (`Session::hand_off`). The channel has room for
+/// every buffer that can exist, so this only waits if the encoder is gone mid-stop (then
+/// the buffer is dropped with the session's end).
 fn send(session: &Session, b: BufPtr) {
     use crossbeam_channel::TrySendError;
+    // SAFETY: the buffer is this thread's until it is sent; `thread` was set when it was taken.
+    let thread = unsafe { (*b.0).thread } as usize;
+    let to = &session.hand_off[thread % session.hand_off.len()];
     let mut b = Some(b);
-    super::buffer::wait_for(|| match session.full_tx.try_send(b.take()?) {
+    super::buffer::wait_for(|| match to.try_send(b.take()?) {
         Ok(()) | Err(TrySendError::Disconnected(_)) => Some(()),
         Err(TrySendError::Full(back)) => {
             b = Some(back);
@@ -227,7 +230,7 @@ impl ThreadState {
         unsafe { (*self.buf.0).published.store(self.len, Ordering::Release) };
     }
 
-    /// Sends the full buffer to the writer (for its stream's encoder) and starts a new one.
+    /// Sends the full buffer to its stream's encoder and starts a new one.
     ///
     /// Order matters: the slot is cleared before the send, so the encoder, which reads a
     /// slot's current buffer to collect idle threads, never sees a buffer it already got

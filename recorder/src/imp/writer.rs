@@ -1,13 +1,13 @@
-//! The writer thread: receives full buffers from threads and hands each to its stream's
-//! encoder (`encoder.rs`), collects idle threads' events every flush interval and flushes
-//! the file, which bounds what a crash can lose; keeps the metadata stream (modules,
-//! domains, process memory samples); ends the log.
+//! The writer thread: every flush interval has the encoders (`encoder.rs`) collect idle
+//! threads' events and flushes the file, which bounds what a crash can lose; keeps the
+//! metadata stream (modules, domains, process memory samples); ends the log.
 //!
 //! With one encoder (`Config::encoder_threads` 1, or a one-core machine) the writer
-//! thread encodes everything itself. With more, encoder threads own the streams
-//! `id mod n`: they decode, intern, encode, compress and write their streams' blocks in
-//! parallel, so the recorder's work grows with the program's threads instead of waiting
-//! for one thread. It also samples what the OS sees of the process (resident and
+//! thread encodes everything itself, from the buffers threads hand it. With more, encoder
+//! threads own the streams `id mod n`, and threads hand their full buffers straight to
+//! their encoder: the encoders decode, intern, encode, compress and write their streams'
+//! blocks in parallel, so the recorder's work grows with the program's threads instead
+//! of waiting for one thread, and the writer thread wakes only for its timers. It also samples what the OS sees of the process (resident and
 //! committed memory) at `Config::process_memory_interval`, into the metadata stream.
 //! Everything these threads allocate passes through the hook unrecorded (each is marked
 //! as the recorder's own).
@@ -33,12 +33,12 @@ const MODULE_RESCAN: Duration = Duration::from_secs(1);
 /// The metadata stream (modules, process memory samples).
 const METADATA: u32 = memreplay_format::block::METADATA_THREAD;
 
-/// Work for an encoder thread, in its streams' order.
+/// What the writer asks of an encoder thread (its threads hand their full buffers to it
+/// directly, through the session's hand-off channels).
 #[derive(Clone, Copy)]
 enum Job {
-    /// A buffer one of its threads handed off.
-    Full(BufPtr),
-    /// Collect what its idle threads published, write every pending block, and say so.
+    /// Take the buffers handed off so far, collect what its idle threads published,
+    /// write every pending block, and say so.
     Collect,
     /// The same, then end.
     Stop,
@@ -69,7 +69,17 @@ impl Writer {
     /// `start`. A failure to write is said on stderr and leaves the writer failed (the
     /// program runs on, every event is counted as lost); only a header that cannot even
     /// be buffered fails here.
-    pub fn open(session: &'static Session, file: File, config: &Config, start_unix_ns: u64) -> io::Result<Writer> {
+    ///
+    /// `hand_offs` are the receiving ends of the session's hand-off channels: one per
+    /// encoder thread to start, or none when the writer thread encodes (its own channel
+    /// then carries the buffers). An encoder thread the OS refuses fails the start.
+    pub fn open(
+        session: &'static Session,
+        file: File,
+        config: &Config,
+        start_unix_ns: u64,
+        hand_offs: Vec<Receiver<BufPtr>>,
+    ) -> io::Result<Writer> {
         let mut flags = 0;
         if config.callstacks_on_alloc {
             flags |= header_flags::CALLSTACKS_ON_ALLOC;
@@ -108,69 +118,42 @@ impl Writer {
         w.enc.sync_domains(METADATA, 0);
         w.enc.write_stream(METADATA);
         w.flush();
-        w.start_encoders(config.encoders(), &done_tx);
+        w.start_encoders(hand_offs, &done_tx)?;
         Ok(w)
     }
 
-    /// Starts `n` encoder threads (none for one: the writer thread encodes). If the OS
-    /// refuses one, it says so and the writer thread encodes everything.
-    fn start_encoders(&mut self, n: usize, done_tx: &Sender<()>) {
-        if n < 2 {
-            return;
-        }
-        let mut started: Vec<EncoderThread> = Vec::new();
-        for index in 0..n {
+    /// Starts an encoder thread for each hand-off channel: encoder `i` of `n` owns the
+    /// streams `id mod n`, whose threads hand their buffers to channel `i`.
+    fn start_encoders(&mut self, hand_offs: Vec<Receiver<BufPtr>>, done_tx: &Sender<()>) -> io::Result<()> {
+        let n = hand_offs.len();
+        for (index, buffers) in hand_offs.into_iter().enumerate() {
             let (jobs, rx) = crossbeam_channel::unbounded();
             let shared = self.shared.clone();
             let done = done_tx.clone();
             let body = move || {
-                encode(Encoder::new(shared, index as u32, n as u32), &rx, &done);
+                encode(Encoder::new(shared, index as u32, n as u32), &buffers, &rx, &done);
                 super::sys::thread_cpu_ns()
             };
             match RecorderThread::spawn(c"memreplay-enc", super::thread::mark_recorder_thread, body) {
-                Ok(thread) => started.push(EncoderThread { jobs, thread }),
+                Ok(thread) => self.encoders.push(EncoderThread { jobs, thread }),
                 Err(e) => {
-                    super::say_on_stderr(&format!(
-                        "memreplay: cannot start encoder thread {index} of {n}: {e}; the writer thread encodes \
-                         every stream\n"
-                    ));
-                    // Those started have had no job: closing their channels ends them.
-                    for t in started {
+                    // Those started have taken nothing yet: closing their job channels ends them.
+                    for t in std::mem::take(&mut self.encoders) {
                         drop(t.jobs);
                         t.thread.join();
                     }
-                    return;
+                    return Err(io::Error::new(e.kind(), format!("cannot start encoder thread {index} of {n}: {e}")));
                 }
             }
         }
-        self.encoders = started;
+        Ok(())
     }
 
-    /// Hands a full buffer to its stream's encoder.
+    /// A full buffer that reached the writer thread: with no encoder threads, it encodes
+    /// it; else it is a stray wake-up and never happens (threads hand off to encoders).
     fn take_full(&mut self, b: BufPtr) {
-        if self.encoders.is_empty() {
-            return self.enc.take_full(b);
-        }
-        // SAFETY: `thread` was set before the buffer was handed off and does not change.
-        let thread = unsafe { (*b.0).thread };
-        let to = &self.encoders[thread as usize % self.encoders.len()];
-        if to.jobs.send(Job::Full(b)).is_err() {
-            self.encoder_gone(b);
-        }
-    }
-
-    /// An encoder thread ended early (a recorder bug made it panic): the buffers of its
-    /// streams cannot be encoded in order any more. Each is counted as a loss (at least
-    /// one event) and goes back to the pool, so that its thread never waits for it.
-    #[cold]
-    fn encoder_gone(&mut self, b: BufPtr) {
-        let mut out = self.shared.output();
-        if out.lost_events == 0 {
-            super::say_on_stderr("memreplay: internal error: an encoder thread ended; its threads' events are lost\n");
-        }
-        out.lost_events += 1;
-        drop(out);
-        self.shared.session.pool.give(b);
+        debug_assert!(self.encoders.is_empty(), "buffers go to the encoder threads");
+        self.enc.take_full(b);
     }
 
     /// Every thread's published events into blocks, written; then the metadata stream's.
@@ -222,19 +205,32 @@ impl Writer {
     }
 }
 
-/// An encoder thread: encodes what it is given until `Stop` (or until the writer is gone).
-fn encode(mut enc: Encoder, jobs: &Receiver<Job>, done: &Sender<()>) {
-    while let Ok(job) = jobs.recv() {
-        match job {
-            Job::Full(b) => enc.take_full(b),
-            Job::Collect | Job::Stop => {
-                enc.collect_idle();
-                enc.write_all_streams();
-                let _ = done.send(());
-                if matches!(job, Job::Stop) {
-                    return;
-                }
+/// An encoder thread: encodes the buffers its threads hand off, and does what the writer
+/// asks, until `Stop` (or until the writer is gone).
+fn encode(mut enc: Encoder, buffers: &Receiver<BufPtr>, jobs: &Receiver<Job>, done: &Sender<()>) {
+    let mut select = crossbeam_channel::Select::new();
+    let from_threads = select.recv(buffers);
+    select.recv(jobs);
+    loop {
+        let op = select.select();
+        if op.index() == from_threads {
+            match op.recv(buffers) {
+                Ok(b) => enc.take_full(b),
+                Err(_) => return,
             }
+            continue;
+        }
+        let Ok(job) = op.recv(jobs) else { return };
+        // Buffers handed off before the writer asked come first: a thread's current
+        // buffer is collected only once those before it are in.
+        while let Ok(b) = buffers.try_recv() {
+            enc.take_full(b);
+        }
+        enc.collect_idle();
+        enc.write_all_streams();
+        let _ = done.send(());
+        if matches!(job, Job::Stop) {
+            return;
         }
     }
 }
