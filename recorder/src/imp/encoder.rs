@@ -231,6 +231,14 @@ impl Shared {
     }
 }
 
+/// The little-endian word at `at` of a record's fixed fields.
+#[inline(always)]
+fn word<const N: usize>(fields: &[u8; N], at: usize) -> u64 {
+    let mut w = [0; 8];
+    w.copy_from_slice(&fields[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
 /// One thread's stream as its encoder sees it.
 #[derive(Default)]
 struct Stream {
@@ -345,12 +353,14 @@ impl Encoder {
         let kind = r.u8();
         let event = match kind {
             record::ALLOC => {
-                let (seq, addr, size, align_log2) = (r.u64(), r.u64(), r.u64(), r.u8());
+                let f = r.array::<25>();
+                let (seq, addr, size, align_log2) = (word(&f, 0), word(&f, 8), word(&f, 16), f[24]);
                 let stack = self.stack(thread, r);
                 Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2, stack }
             }
             record::FREE => {
-                let (seq, addr) = (r.u64(), r.u64());
+                let f = r.array::<16>();
+                let (seq, addr) = (word(&f, 0), word(&f, 8));
                 let stack = self.stack(thread, r);
                 Event::Free { seq, domain: HEAP_DOMAIN, addr, stack }
             }
