@@ -117,6 +117,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The id of `key` in a shared table (ids dense from 1), and whether this call gave it.
+fn shared_id<K: std::hash::Hash + Eq>(table: &Mutex<HashMap<K, u32>>, key: K) -> (u32, bool) {
+    let mut table = lock(table);
+    let next = table.len() as u32 + 1;
+    match table.entry(key) {
+        Entry::Occupied(e) => (*e.get(), false),
+        Entry::Vacant(e) => (*e.insert(next), true),
+    }
+}
+
 /// The log file and what reached it, shared by everyone who writes blocks.
 pub(crate) struct Output {
     /// `None` once the end record is written.
@@ -555,14 +565,7 @@ impl Encoder {
         if let Some(&id) = self.strings.get(s) {
             return id;
         }
-        let (id, new) = {
-            let mut shared = lock(&self.shared.strings);
-            let next = shared.len() as u32 + 1;
-            match shared.entry(s.into()) {
-                Entry::Occupied(e) => (*e.get(), false),
-                Entry::Vacant(e) => (*e.insert(next), true),
-            }
-        };
+        let (id, new) = shared_id(&self.shared.strings, s.into());
         self.strings.insert(s.into(), id);
         if new {
             self.emit(thread, &Event::DefineString { id, text: s.to_owned() });
@@ -574,14 +577,7 @@ impl Encoder {
         if let Some(&id) = self.context_types.get(ty) {
             return id;
         }
-        let (id, new) = {
-            let mut shared = lock(&self.shared.context_types);
-            let next = shared.len() as u32 + 1;
-            match shared.entry(ty) {
-                Entry::Occupied(e) => (*e.get(), false),
-                Entry::Vacant(e) => (*e.insert(next), true),
-            }
-        };
+        let (id, new) = shared_id(&self.shared.context_types, ty);
         self.context_types.insert(ty, id);
         if new {
             let name = self.string(thread, ty);
