@@ -133,6 +133,19 @@ pub fn rss() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU time this process has used so far, its exited threads' included (user + system,
+/// `getrusage(RUSAGE_SELF)`), in nanoseconds.
+pub fn process_cpu_ns() -> u64 {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable `rusage` for the call to fill.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(ru.ru_utime) + ns(ru.ru_stime)
+}
+
 /// Resets the peak-RSS mark (VmHWM) to the current RSS (Linux `clear_refs`, value 5).
 /// Returns whether it worked.
 pub fn reset_peak_rss() -> bool {

@@ -12,12 +12,13 @@
 //! Then 400 threads, started one after another (`threads_*`) or four at a time
 //! (`threads4_*`), each making 20 000 pairs (16 M events): the recorder's memory must not
 //! grow with the threads that have come and gone. Last, weak scaling (`parallelN_*`): 1, 2,
-//! 4 and 8 threads at once, each running the workload (1 M events per thread), against
+//! 4, 8 and 16 threads at once, each running the workload (1 M events per thread), against
 //! the same threads not recording: the slowdown, the back-pressure and the recorder
 //! threads' CPU per event (the writer's and the encoders') as threads are added, with
 //! one encoder thread per core (the default) and with the writer thread encoding alone
 //! (`_writer`, `encoder_threads(1)`). On a 2-core machine past 2 threads the cores are
-//! oversubscribed.
+//! oversubscribed. Every run also reports the whole process's CPU time per event (user +
+//! system, the recorder's threads included) against the not-recording run's.
 //! `-- --only parallel` runs these alone.
 //! Each run is a fresh child process (this binary with `--child NAME`), so that peak RSS
 //! (VmHWM) minus the not-recording run's is the recorder's own memory.
@@ -25,7 +26,8 @@
 //! `RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p memreplay-benches --bench log_size`
 //! (`-- --events N` changes the workload size; `-- --only PREFIX` runs only the setups
 //! named so, e.g. `threads4`; `-- --churn-threads N` starts N threads per threads run,
-//! 40 000 events each; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
+//! 40 000 events each; `-- --encoders N` records through N encoder threads instead of one
+//! per core, `_writer` setups excepted; `MEMREPLAY_BENCH_KEEP=DIR` keeps the logs.)
 
 use std::alloc::{Layout, System};
 use std::collections::VecDeque;
@@ -34,7 +36,7 @@ use std::time::Instant;
 
 use memreplay::Config;
 use memreplay_benches::{
-    at_depth, game_size, global_pair, layout, reset_peak_rss, rss, stack_depths, temp_log, Rng, DEPTH,
+    at_depth, game_size, global_pair, layout, process_cpu_ns, reset_peak_rss, rss, stack_depths, temp_log, Rng, DEPTH,
 };
 
 #[global_allocator]
@@ -178,6 +180,13 @@ fn churn_threads() -> u64 {
     CHURN_THREADS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Encoder threads for the recording setups (`-- --encoders N`); 0: the default, one per core.
+static ENCODERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn encoders() -> usize {
+    ENCODERS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// `churn_threads()` short-lived threads, `at_once` at a time, each making its share of
 /// 64-byte pairs: what the recorder keeps per exited thread, and whether threads that
 /// register while the writer is behind grow the buffer pool.
@@ -220,13 +229,16 @@ fn parallel4(n: u64) -> u64 {
 fn parallel8(n: u64) -> u64 {
     parallel(n, 8)
 }
+fn parallel16(n: u64) -> u64 {
+    parallel(n, 16)
+}
 
 /// The design before encoder threads: the writer thread encodes every stream.
 fn stacks16_writer_encodes(c: Config) -> Config {
     stacks16(c).encoder_threads(1)
 }
 
-const SETUPS: [Setup; 23] = [
+const SETUPS: [Setup; 26] = [
     Setup { name: "workload_baseline", config: None, work: workload },
     Setup { name: "workload_stack16", config: Some(stacks16), work: workload },
     Setup { name: "workload_nostack", config: Some(nostack), work: workload },
@@ -250,6 +262,9 @@ const SETUPS: [Setup; 23] = [
     Setup { name: "parallel8_baseline", config: None, work: parallel8 },
     Setup { name: "parallel8_stack16", config: Some(stacks16), work: parallel8 },
     Setup { name: "parallel8_stack16_writer", config: Some(stacks16_writer_encodes), work: parallel8 },
+    Setup { name: "parallel16_baseline", config: None, work: parallel16 },
+    Setup { name: "parallel16_stack16", config: Some(stacks16), work: parallel16 },
+    Setup { name: "parallel16_stack16_writer", config: Some(stacks16_writer_encodes), work: parallel16 },
 ];
 
 /// The child's side: runs one setup and prints its figures as `key=value` on one line.
@@ -257,8 +272,13 @@ fn child(setup: &Setup, events: u64) {
     let path = temp_log(&format!("{}.mrl", setup.name));
     let peak_reset = reset_peak_rss();
     let (rss0, _) = rss();
+    let cpu0 = process_cpu_ns();
     if let Some(cfg) = setup.config {
-        memreplay::start(cfg(Config::new(&path))).expect("recording starts");
+        let mut config = cfg(Config::new(&path));
+        if encoders() > 0 && !setup.name.ends_with("_writer") {
+            config = config.encoder_threads(encoders());
+        }
+        memreplay::start(config).expect("recording starts");
     }
     let t = Instant::now();
     // The workload runs DEPTH calls deep, as a game's allocations do.
@@ -266,9 +286,10 @@ fn child(setup: &Setup, events: u64) {
     let t_loop = t.elapsed();
     let stats = setup.config.map(|_| memreplay::stop().expect("recording"));
     let t_stop = t.elapsed();
+    let cpu = process_cpu_ns() - cpu0;
     let (_, hwm) = rss();
     let mut line = format!(
-        "made={made} loop_ns={} stop_ns={} peak_rss_delta={} peak_reset={peak_reset}",
+        "made={made} loop_ns={} stop_ns={} cpu_ns={cpu} peak_rss_delta={} peak_reset={peak_reset}",
         t_loop.as_nanos(),
         t_stop.as_nanos(),
         hwm.saturating_sub(rss0)
@@ -305,6 +326,7 @@ fn spawn(setup: &Setup, events: u64) -> std::collections::HashMap<String, String
     let out = std::process::Command::new(std::env::current_exe().expect("own path"))
         .args(["--child", setup.name, "--events", &events.to_string()])
         .args(["--churn-threads", &churn_threads().to_string()])
+        .args(["--encoders", &encoders().to_string()])
         .output()
         .expect("child runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -363,6 +385,12 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         encoders / made
     );
     println!(
+        "  whole process's CPU       {:.1} ns/event (not recording: {:.1} ns/event): the recorder adds {:.1} ns/event",
+        f(r, "cpu_ns") / made,
+        f(base, "cpu_ns") / made,
+        (f(r, "cpu_ns") - f(base, "cpu_ns")) / made
+    );
+    println!(
         "  back-pressure             {} waits, {:.1} ms = {:.1} ns/event",
         f(r, "bp_waits"),
         f(r, "bp_ns") / 1e6,
@@ -388,7 +416,8 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
     println!("  lost events               {}", f(r, "lost"));
     println!(
         "STATS log_size/{name} bytes_per_event={:.3} loop_ns_per_event={:.2} base_ns_per_event={:.2} events_per_s_until_stop={:.0} \
-         writer_cpu_ns_per_event={:.1} encoder_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0} \
+         writer_cpu_ns_per_event={:.1} encoder_cpu_ns_per_event={:.1} process_cpu_ns_per_event={:.1} \
+         added_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0} \
          slowdown={:.2}",
         file / made,
         loop_ns / made,
@@ -396,6 +425,8 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         made / stop_ns * 1e9,
         writer / made,
         encoders / made,
+        f(r, "cpu_ns") / made,
+        (f(r, "cpu_ns") - f(base, "cpu_ns")) / made,
         f(r, "bp_ns") / made,
         f(r, "peak_buffer"),
         rec_mem,
@@ -415,6 +446,10 @@ fn main() {
     let events = arg("--events").and_then(|v| v.parse().ok()).unwrap_or(if smoke { 20_000 } else { 1_000_000 });
     if let Some(n) = arg("--churn-threads").and_then(|v| v.parse::<u64>().ok()) {
         CHURN_THREADS.store(n.max(4), std::sync::atomic::Ordering::Relaxed);
+    }
+    if let Some(v) = arg("--encoders") {
+        let n = v.parse::<usize>().unwrap_or_else(|_| panic!("--encoders takes a number, not {v:?}"));
+        ENCODERS.store(n, std::sync::atomic::Ordering::Relaxed);
     }
     if let Some(name) = arg("--child") {
         let setup = SETUPS.iter().find(|s| s.name == name).expect("known setup");
