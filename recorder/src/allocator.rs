@@ -27,9 +27,10 @@ impl<A> Allocator<A> {
 }
 
 // Ordering: the sequence number of an allocation is taken after the inner allocator
-// returns, and that of a free before the inner allocator sees it. The allocator's own
-// synchronization then guarantees that a free of `p` is numbered before any reuse of `p`
-// by another thread, so the log replays exactly under any interleaving.
+// returns, and that of a free before the inner allocator sees it, each above the last one
+// taken on the same block (`imp::order`). The allocator's own synchronization then
+// guarantees that a free of `p` is numbered before any reuse of `p` by another thread, so
+// the log replays exactly under any interleaving.
 //
 // SAFETY: every call goes to the inner allocator with the caller's layout, pointer and
 // size unchanged, and returns what it returned; the hooks only record.
@@ -73,7 +74,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
         // nothing happened and the reserved number is simply unused.
         #[cfg(feature = "capture_replay_log")]
         {
-            let ticket = crate::imp::realloc_begin();
+            let ticket = crate::imp::realloc_begin(ptr);
             // SAFETY: the caller's contract for `realloc`, passed on.
             let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
             if !p.is_null() {

@@ -1,8 +1,9 @@
 //! The recorder proper, compiled with the `capture_replay_log` feature.
 //!
 //! - `thread`: each thread's state and the hooks that append raw records (the hot path:
-//!   no lock, no allocation through the hooked allocator, one relaxed `fetch_add` for
-//!   the global sequence number of each memory event).
+//!   no lock, no allocation through the hooked allocator, and no cache line that every
+//!   thread writes).
+//! - `order`: the ordering keys (sequence numbers) that merge the threads' streams.
 //! - `buffer`: the bounded pool of record buffers and the hand-off protocol.
 //! - `writer`: the writer thread: interning, encoding with `memreplay-format`, LZ4, I/O.
 //! - `record`: the raw record layout shared by the two sides.
@@ -10,6 +11,7 @@
 
 mod buffer;
 mod encoder;
+mod order;
 mod record;
 mod signals;
 mod stack;
@@ -17,7 +19,7 @@ mod sys;
 mod thread;
 mod writer;
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -68,6 +70,8 @@ pub(crate) struct Slot {
 /// still hold a pointer to one while it stops.
 pub(crate) struct Session {
     pub start: Instant,
+    /// The process's ordering keys' table and clock.
+    pub order: &'static order::Order,
     pub flags: Flags,
     pub pool: BufferPool,
     /// Where threads hand their full buffers: channel `thread id mod n` goes to encoder
@@ -92,9 +96,6 @@ impl Session {
 /// The recording session, or null when nothing records. Checked first by every hook.
 static SESSION: AtomicPtr<Session> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The global sequence number: the order in which the allocator saw memory events.
-static SEQ: AtomicU64 = AtomicU64::new(1);
-
 /// The running writer thread of the current session, joined by `stop`.
 static CONTROL: Mutex<Option<sys::RecorderThread<SessionStats>>> = Mutex::new(None);
 
@@ -114,11 +115,6 @@ pub(crate) fn session() -> *mut Session {
     SESSION.load(Ordering::Acquire)
 }
 
-#[inline(always)]
-pub(crate) fn next_seq() -> u64 {
-    SEQ.fetch_add(1, Ordering::Relaxed)
-}
-
 pub(crate) fn is_recording() -> bool {
     !session().is_null()
 }
@@ -130,6 +126,12 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         if control.is_some() {
             return Err(StartError::AlreadyRecording);
         }
+        let order = order::Order::get().ok_or_else(|| {
+            StartError::Io(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "no memory for the table that orders the threads' events (8 MiB of address space)",
+            ))
+        })?;
         let file = std::fs::File::create(&config.path)
             .map_err(|e| StartError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", config.path.display()))))?;
         let pool = BufferPool::new(config.buffer_memory);
@@ -143,6 +145,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         };
         let session: &'static Session = Box::leak(Box::new(Session {
             start: Instant::now(),
+            order,
             flags: Flags {
                 stacks_on_alloc: config.callstacks_on_alloc,
                 stacks_on_free: config.callstacks_on_free,

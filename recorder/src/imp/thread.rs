@@ -13,9 +13,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::buffer::{BufPtr, BUFFER_CAPACITY};
+use super::order::{self, EVENTS_PER_CLOCK};
 use super::record::{self, RecordWriter, NAME_FIELD};
 use super::stack::Anchor;
-use super::{next_seq, session, stack, sys, Session, Slot};
+use super::{session, stack, sys, Session, Slot};
 use crate::Resource;
 
 /// Marks a thread whose state was torn down (it is exiting): its later events go to the
@@ -34,6 +35,8 @@ pub(crate) struct ThreadState {
     stack_lo: usize,
     stack_hi: usize,
     events_since_time: u32,
+    /// The stream's last ordering key (`order`): the next is larger.
+    last_key: u64,
 }
 
 struct Local {
@@ -154,7 +157,17 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
     unsafe { buf.reset(thread, 0) };
     slot.current.store(buf.0, Ordering::Release);
     let (stack_lo, stack_hi) = sys::stack_bounds();
-    let mut st = ThreadState { session, slot, buf, len: 0, next_index: 1, stack_lo, stack_hi, events_since_time: 0 };
+    let mut st = ThreadState {
+        session,
+        slot,
+        buf,
+        len: 0,
+        next_index: 1,
+        stack_lo,
+        stack_hi,
+        events_since_time: 0,
+        last_key: 0,
+    };
     st.time(session);
     st
 }
@@ -266,13 +279,52 @@ impl ThreadState {
     #[inline(always)]
     fn count_event(&mut self, session: &Session) {
         self.events_since_time += 1;
+        if self.events_since_time % EVENTS_PER_CLOCK == 0 {
+            self.clock(session);
+        }
+    }
+
+    /// Raises the stream's key to the clock (`order`), and every `EVENTS_PER_TIME`
+    /// events writes the time.
+    #[cold]
+    fn clock(&mut self, session: &Session) {
         if self.events_since_time >= EVENTS_PER_TIME {
             self.time(session);
+        } else {
+            self.last_key = self.last_key.max(session.order.clock());
         }
+    }
+
+    /// The ordering key of an event on the block at `addr` in `domain` (heap: 0).
+    #[inline(always)]
+    fn key_at(&mut self, session: &Session, domain: u32, addr: u64) -> u64 {
+        self.last_key = order::next_key(self.last_key, Some(session.order.slot_for(domain, addr)));
+        self.last_key
+    }
+
+    /// The ordering key of a marker (label, frame start): it raises the floor that every
+    /// thread's next key reads.
+    fn marker_key(&mut self, session: &Session) -> u64 {
+        self.time(session);
+        self.last_key = order::next_key(self.last_key, None);
+        order::raise_floor(self.last_key);
+        self.last_key
+    }
+
+    /// The ordering key of an attach to the block containing `addr`, which may be an
+    /// interior pointer, so the block's slot is unknown: the key comes after the clock,
+    /// hence after the block's allocation (a key never runs ahead of the clock), and it
+    /// raises the floor, so the block's free (after the attach) comes after it.
+    fn attach_key(&mut self, session: &Session, addr: u64) -> u64 {
+        self.last_key = self.last_key.max(session.order.clock());
+        let key = self.key_at(session, 0, addr);
+        order::raise_floor(key);
+        key
     }
 
     fn time(&mut self, session: &Session) {
         self.events_since_time = 0;
+        self.last_key = self.last_key.max(session.order.clock());
         let ns = session.now_ns();
         let mut w = self.reserve(9);
         w.u8(record::TIME);
@@ -336,7 +388,7 @@ pub(crate) fn on_alloc(p: *mut u8, layout: Layout) {
 fn record_alloc(p: *mut u8, layout: Layout) {
     let anchor = Anchor::here();
     with_state(|st, s| {
-        let seq = next_seq();
+        let seq = st.key_at(s, 0, p as u64);
         let mut w = st.reserve(1 + 8 + 8 + 8 + 1 + max_stack_bytes(s));
         w.u8(record::ALLOC);
         w.u64(seq);
@@ -384,7 +436,7 @@ pub(crate) fn on_free(p: *mut u8) {
 fn record_free(p: *mut u8) {
     let anchor = Anchor::here();
     with_state(|st, s| {
-        let seq = next_seq();
+        let seq = st.key_at(s, 0, p as u64);
         let mut w = st.reserve(1 + 8 + 8 + max_stack_bytes(s));
         w.u8(record::FREE);
         w.u64(seq);
@@ -395,14 +447,16 @@ fn record_free(p: *mut u8) {
     });
 }
 
-/// The sequence number of a realloc's free half, taken before the inner realloc.
+/// The sequence number of a realloc's free half, taken before the inner realloc of
+/// `old`; 0 if nothing records (or this thread is inside the recorder).
 #[inline(always)]
-pub(crate) fn realloc_begin() -> u64 {
+pub(crate) fn realloc_begin(old: *mut u8) -> u64 {
     if session().is_null() {
-        0
-    } else {
-        next_seq()
+        return 0;
     }
+    let mut seq = 0;
+    with_state(|st, s| seq = st.key_at(s, 0, old as u64));
+    seq
 }
 
 #[inline(always)]
@@ -421,7 +475,7 @@ pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usiz
 fn record_realloc(free_seq: u64, old: *mut u8, new: *mut u8, align: usize, new_size: usize) {
     let anchor = Anchor::here();
     with_state(|st, s| {
-        let seq = next_seq();
+        let seq = st.key_at(s, 0, new as u64);
         let mut w = st.reserve(1 + 8 * 5 + 1 + max_stack_bytes(s));
         w.u8(record::REALLOC);
         w.u64(free_seq);
@@ -441,7 +495,7 @@ pub(crate) fn usage(addr: usize, used: usize) {
         if !s.flags.usage {
             return;
         }
-        let seq = next_seq();
+        let seq = st.key_at(s, 0, addr as u64);
         let mut w = st.reserve(1 + 8 * 3);
         w.u8(record::USAGE);
         w.u64(seq);
@@ -472,8 +526,8 @@ pub(crate) fn context_pop() {
 }
 
 pub(crate) fn attach_push(addr: usize) {
-    with_state(|st, _| {
-        let seq = next_seq();
+    with_state(|st, s| {
+        let seq = st.attach_key(s, addr as u64);
         let mut w = st.reserve(17);
         w.u8(record::ATTACH_PUSH);
         w.u64(seq);
@@ -496,8 +550,7 @@ pub(crate) fn label(name: &str) {
 
 pub fn label_fmt(name: std::fmt::Arguments<'_>) {
     with_state(|st, s| {
-        st.time(s);
-        let seq = next_seq();
+        let seq = st.marker_key(s);
         let mut w = st.reserve(9 + NAME_FIELD);
         w.u8(record::LABEL);
         w.u64(seq);
@@ -508,8 +561,7 @@ pub fn label_fmt(name: std::fmt::Arguments<'_>) {
 
 pub(crate) fn frame_start(frame: u64) {
     with_state(|st, s| {
-        st.time(s);
-        let seq = next_seq();
+        let seq = st.marker_key(s);
         let mut w = st.reserve(17);
         w.u8(record::FRAME);
         w.u64(seq);
@@ -528,7 +580,7 @@ pub(crate) fn set_thread_name(name: &str) {
 pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resource: Option<&Resource<'_>>) {
     let anchor = Anchor::here();
     with_state(|st, s| {
-        let seq = next_seq();
+        let seq = st.key_at(s, domain, addr);
         let mut w = st.reserve(1 + 8 + 4 + 8 + 8 + 1 + max_stack_bytes(s));
         w.u8(record::DOMAIN_ALLOC);
         w.u64(seq);
@@ -560,7 +612,7 @@ pub(crate) fn domain_alloc(domain: u32, addr: u64, size: u64, align: u64, resour
 pub(crate) fn domain_free(domain: u32, addr: u64) {
     let anchor = Anchor::here();
     with_state(|st, s| {
-        let seq = next_seq();
+        let seq = st.key_at(s, domain, addr);
         let mut w = st.reserve(1 + 8 + 4 + 8 + max_stack_bytes(s));
         w.u8(record::DOMAIN_FREE);
         w.u64(seq);
