@@ -14,7 +14,7 @@
 //!   again, A raised the slot before releasing `p`, so B reads it after acquiring `p`, and
 //!   B's key is larger: the allocator's own synchronization carries the order, exactly as
 //!   it carried the counter's. The same holds for an allocation freed on another thread,
-//!   a realloc's two halves, usage changes and attachments. Addresses that share a slot
+//!   a realloc's two halves and usage changes. Addresses that share a slot
 //!   only add constraints that are already true; they cannot break the order.
 //! - **Markers**: a label, frame start or attach raises a process-wide floor (`FLOOR`)
 //!   that every event reads, so what any thread does after it has seen a marker sorts
@@ -28,9 +28,9 @@
 //!   the clock (`Order::clock`, CLOCK_MONOTONIC, which the kernel keeps consistent across
 //!   CPUs) and a stream's key deltas stay small in the log.
 //!
-//! Each key costs a read of the floor (a line written only by markers), and a read and
-//! an atomic max on the slot, a line that the threads using that memory share the way
-//! they share the memory itself.
+//! Each key costs a read of the floor (a line written only by markers) and, usually, one
+//! atomic max on the slot, a line that the threads using that memory share the way they
+//! share the memory itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
