@@ -127,10 +127,12 @@ pub(crate) fn next_key(last: u64, at: Option<&AtomicU64>) -> u64 {
     seen + 1
 }
 
-/// Raises the floor to a marker's key: every event that reads it afterwards sorts later.
+/// Raises the floor past a marker's key: every event that reads it afterwards sorts
+/// later. Strictly past it: an equal key on another stream would sort by stream number,
+/// possibly before the marker.
 #[inline]
 pub(crate) fn raise_floor(key: u64) {
-    FLOOR.0.fetch_max(key, Ordering::Relaxed);
+    FLOOR.0.fetch_max(key + 1, Ordering::Relaxed);
 }
 
 #[cfg(test)]
@@ -152,11 +154,12 @@ mod tests {
     }
 
     #[test]
-    fn markers_raise_every_threads_next_key() {
-        let before = next_key(0, None);
-        raise_floor(u64::MAX / 2);
-        let after = next_key(before, None);
-        assert!(after >= u64::MAX / 2, "{after}");
+    fn markers_raise_every_threads_next_key_past_their_own() {
+        let marker = u64::MAX / 2;
+        raise_floor(marker);
+        // Another thread, far behind: its next key is past the marker's, not equal to it.
+        let after = next_key(5, None);
+        assert!(after > marker, "{after}");
         FLOOR.0.store(0, Ordering::Relaxed);
     }
 
