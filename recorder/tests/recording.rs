@@ -263,3 +263,63 @@ fn thread_churn_keeps_buffer_memory_bounded() {
         stats.max_buffers
     );
 }
+
+/// Keys follow each block's order and the markers without a shared counter (SPEC.md §7.9):
+/// a thread that has been idle (its keys far behind the clock) still sorts after a label
+/// that happened before its next event, and its free of a block sorts after an attach to
+/// the inside of that block made before the block was handed over.
+#[test]
+fn an_idle_threads_events_sort_after_the_markers_and_attaches_before_them() {
+    use std::sync::mpsc;
+    const GO: usize = 7777; // sizes only this test allocates
+    const BLOCK: usize = 5555;
+    const UNDER_ATTACH: usize = 3333;
+    struct Block(Vec<u8>);
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("lagging.mrl");
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    let (to_worker, from_main) = mpsc::channel::<Block>();
+    let (ready_tx, ready) = mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        // Registers this thread (a clock read), then waits with its keys standing still.
+        std::hint::black_box(vec![0u8; 16]);
+        ready_tx.send(()).unwrap();
+        let block = from_main.recv().unwrap();
+        // After the label: its next allocation and the free come after it.
+        std::hint::black_box(vec![0u8; GO]);
+        drop(block);
+    });
+    ready.recv().unwrap();
+    let block = Block(vec![1u8; BLOCK]);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    memreplay::label!("go");
+    {
+        // Inside the block, not at its start: the attach cannot use the block's own slot.
+        let _a = memreplay::attach(block.0[100..].as_ptr());
+        std::hint::black_box(vec![0u8; UNDER_ATTACH]);
+    }
+    to_worker.send(block).unwrap();
+    worker.join().unwrap();
+    memreplay::stop().expect("was recording");
+
+    let log = Log::open(&path).unwrap();
+    let names = strings(&log);
+    let merged = merge_by_seq(&log.blocks);
+    let at = |what: &str, f: &dyn Fn(&Event) -> bool| {
+        merged.iter().position(|m| f(m.event)).unwrap_or_else(|| panic!("{what} is in the log"))
+    };
+    let block_addr = merged
+        .iter()
+        .find_map(|m| match m.event {
+            Event::Alloc { addr, size, .. } if *size == BLOCK as u64 => Some(*addr),
+            _ => None,
+        })
+        .expect("the block's allocation");
+    let label = at("the label", &|e| matches!(e, Event::Label { name, .. } if names[name] == "go"));
+    let go = at("the worker's allocation", &|e| matches!(e, Event::Alloc { size, .. } if *size == GO as u64));
+    let attach = at("the attach", &|e| matches!(e, Event::AttachPush { addr, .. } if *addr == block_addr + 100));
+    let free = at("the block's free", &|e| matches!(e, Event::Free { addr, .. } if *addr == block_addr));
+    let alloc = at("the block's allocation", &|e| matches!(e, Event::Alloc { addr, .. } if *addr == block_addr));
+    assert!(label < go, "the worker's allocation ({go}) sorts after the label ({label})");
+    assert!(alloc < attach && attach < free, "allocation {alloc}, attach {attach}, free {free}");
+}
