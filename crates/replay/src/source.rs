@@ -258,8 +258,11 @@ impl IndexedLog {
             }
             while let Some((key, ti)) = heap.top() {
                 // Nothing undecoded may come before `key`. Undecoded blocks keyed `key`
-                // itself wait while the thread has records: in a real log those can only
-                // be its own later blocks (a sequence number is one thread's).
+                // itself wait while the thread has records: they are its own later blocks
+                // or another thread's, and a thread that ties with it on `key` (keys are
+                // per thread, SPEC.md §7.9) and is numbered lower has that block's key in
+                // the heap, so it would be on top instead; a higher-numbered one comes
+                // after it on a tie anyway.
                 while next < batches.len()
                     && (key > frontier(next) || key == frontier(next) && cursors[ti].queue.is_empty())
                 {

@@ -10,15 +10,23 @@ fn header() -> FileHeader {
     FileHeader { recorder: "merge test".into(), ..common::header() }
 }
 
-/// (thread, kind, flush-after) steps: kind picks the event; flush-after ends the block.
-fn steps() -> impl Strategy<Value = Vec<(u32, u8, bool, bool)>> {
-    proptest::collection::vec((1u32..5, 0u8..8, prop::bool::weighted(0.1), prop::bool::weighted(0.5)), 0..300)
+/// (thread, kind, flush-after, write-now, clock-ticks) steps: kind picks the event;
+/// flush-after ends the block.
+fn steps() -> impl Strategy<Value = Vec<(u32, u8, bool, bool, bool)>> {
+    proptest::collection::vec(
+        (1u32..5, 0u8..8, prop::bool::weighted(0.1), prop::bool::weighted(0.5), prop::bool::weighted(0.3)),
+        0..300,
+    )
 }
 
-/// Builds a log: a global sequence counter, per-thread blocks flushed at random, and
-/// flushed blocks written when `write_now` (else held back, to scramble file order).
-fn build(steps: &[(u32, u8, bool, bool)]) -> Vec<u8> {
-    let mut seq = 1u64;
+/// Builds a log: per-thread blocks flushed at random, and flushed blocks written when
+/// `write_now` (else held back, to scramble file order). Sequence numbers are keys as the
+/// recorder takes them (SPEC.md §7.9): each at least the thread's previous + 1 and at
+/// least a shared clock that ticks now and then, so threads often share a key, and the
+/// merge must break those ties by stream number as the reference does.
+fn build(steps: &[(u32, u8, bool, bool, bool)]) -> Vec<u8> {
+    let mut clock = 1u64;
+    let mut last: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut open: std::collections::BTreeMap<u32, Vec<Event>> = Default::default();
     let mut held: Vec<(u32, Vec<Event>)> = Vec::new();
     let mut bytes = Vec::new();
@@ -28,7 +36,9 @@ fn build(steps: &[(u32, u8, bool, bool)]) -> Vec<u8> {
         evs.iter().for_each(|e| enc.push(e));
         w.write_block(t, &mut enc).unwrap();
     };
-    for &(t, kind, flush, write_now) in steps {
+    for &(t, kind, flush, write_now, tick) in steps {
+        clock += u64::from(tick);
+        let mut seq = clock.max(last.get(&t).map_or(1, |l| l + 1));
         let addr = 0x1000 + u64::from(kind) * 16 + u64::from(t) * 0x100;
         let ev = match kind {
             0 | 1 => Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size: 16, align_log2: 3, stack: 0 },
@@ -50,7 +60,9 @@ fn build(steps: &[(u32, u8, bool, bool)]) -> Vec<u8> {
             6 => Event::Time { ns: seq * 10 },
             _ => Event::Label { seq, name: 1 },
         };
-        seq += 1;
+        if !matches!(kind, 4..=6) {
+            last.insert(t, seq);
+        }
         open.entry(t).or_default().push(ev);
         if flush {
             let evs = std::mem::take(open.get_mut(&t).unwrap());
