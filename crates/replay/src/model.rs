@@ -177,6 +177,9 @@ pub struct Peak {
     pub count: u64,
     /// Sequence number of the event that reached it.
     pub seq: u64,
+    /// Stream id of that event's thread: with `seq`, the event (two threads' events may
+    /// share a sequence number, SPEC.md §7.9).
+    pub thread: u32,
     /// Clock ticks then (the latest reading of any thread).
     pub time_ns: u64,
     /// The frame in progress, and the last label before the peak.
@@ -218,6 +221,8 @@ pub struct Marker {
     pub name: u32,
     /// Sequence number of the label.
     pub seq: u64,
+    /// Stream id of its thread.
+    pub thread: u32,
     /// Clock ticks at the label (its thread's last reading).
     pub time_ns: u64,
     /// The frame in progress.

@@ -271,13 +271,13 @@ impl ReplayState {
                 self.current_frame = Some(frame);
                 self.frames.push(FrameMark { frame, seq, time_ns });
                 if self.options.snapshot_frame == Some(frame) && self.frame_snapshot.is_none() {
-                    self.frame_snapshot = Some(self.marker(frame as u32, seq, time_ns));
+                    self.frame_snapshot = Some(self.marker(frame as u32, seq, ti, time_ns));
                 }
             }
             Event::Label { seq, name } => {
                 let time_ns = t.time_ns;
                 self.last_label = Some(name);
-                self.label(name, seq, time_ns);
+                self.label(name, seq, ti, time_ns);
             }
             Event::DefineString { id, ref text } => {
                 self.strings.insert(id, text.clone());
@@ -530,6 +530,7 @@ impl ReplayState {
                 bytes: d.live_bytes,
                 count: d.live_count,
                 seq,
+                thread: self.threads[ti].id,
                 time_ns,
                 frame: self.current_frame,
                 after_label: self.last_label,
@@ -652,14 +653,15 @@ impl ReplayState {
     }
 
     /// Places a snapshot point.
-    fn marker(&mut self, name: u32, seq: u64, time_ns: u64) -> Marker {
+    fn marker(&mut self, name: u32, seq: u64, ti: usize, time_ns: u64) -> Marker {
         let point = self.points;
         self.points += 1;
-        Marker { name, seq, time_ns, frame: self.current_frame, point: Some(point) }
+        let thread = self.threads[ti].id;
+        Marker { name, seq, thread, time_ns, frame: self.current_frame, point: Some(point) }
     }
 
     /// A label: a marker, with a snapshot if [`ReplayOptions::label_snapshots`] keeps one.
-    fn label(&mut self, name: u32, seq: u64, time_ns: u64) {
+    fn label(&mut self, name: u32, seq: u64, ti: usize, time_ns: u64) {
         let index = self.labels.len() as u32;
         // (kept as one of the evenly spread, kept for itself)
         let (spread, by_name) = match &self.options.label_snapshots {
@@ -668,10 +670,10 @@ impl ReplayState {
         };
         let keep = spread || by_name;
         let m = if keep {
-            self.marker(name, seq, time_ns)
+            self.marker(name, seq, ti, time_ns)
         } else {
             // No point placed: no slot records anything for it.
-            Marker { name, seq, time_ns, frame: self.current_frame, point: None }
+            Marker { name, seq, thread: self.threads[ti].id, time_ns, frame: self.current_frame, point: None }
         };
         self.labels.push(m);
         if spread {

@@ -158,7 +158,8 @@ impl Watch {
     }
 }
 
-/// The live allocations now, by (epoch, slot, stack).
+/// The live allocations now, by (epoch, slot, stack). No allocation shares a label's
+/// sequence number (SPEC.md §7.9), so "made after the label" is "a larger number".
 fn live_by_epoch(state: &ReplayState) -> LiveByEpoch {
     let seqs: Vec<u64> = state.labels.iter().map(|m| m.seq).collect();
     let mut out = LiveByEpoch::default();

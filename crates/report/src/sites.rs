@@ -240,19 +240,19 @@ pub fn collect(l: &Loaded, q: &SiteQuery) -> Result<Vec<SiteRow>, Error> {
     Ok(rows)
 }
 
-/// Where live allocations are read for a metric: per domain, the sequence number to stop
-/// after (`None`: the end).
-fn point_seqs(l: &Loaded, m: Metric) -> Vec<(u32, Option<u64>)> {
+/// Where live allocations are read for a metric: per domain, the event to stop after, as
+/// (sequence number, stream id) (`None`: the end).
+fn point_seqs(l: &Loaded, m: Metric) -> Vec<(u32, Option<(u64, u32)>)> {
     let state = l.state();
     l.sel
         .domains
         .iter()
         .map(|&d| {
             let seq = match m {
-                Metric::Peak => Some(state.domain(d).map_or(0, |t| t.peak.seq)),
+                Metric::Peak => Some(state.domain(d).map_or((0, 0), |t| (t.peak.seq, t.peak.thread))),
                 _ => match l.sel.point {
                     Point::End => None,
-                    _ => l.sel.marker(state).map(|m| m.seq),
+                    _ => l.sel.marker(state).map(|m| (m.seq, m.thread)),
                 },
             };
             (d, seq)
@@ -263,7 +263,11 @@ fn point_seqs(l: &Loaded, m: Metric) -> Vec<(u32, Option<u64>)> {
 type LiveKey = (u32, u32, Option<NodeId>);
 
 /// Live allocations by (domain, stack, node when split), each domain read at its point.
-fn live_rows(l: &Loaded, q: &SiteQuery, points: &[(u32, Option<u64>)]) -> Result<HashMap<LiveKey, Amount>, Error> {
+fn live_rows(
+    l: &Loaded,
+    q: &SiteQuery,
+    points: &[(u32, Option<(u64, u32)>)],
+) -> Result<HashMap<LiveKey, Amount>, Error> {
     let state = l.state();
     let sel = &l.sel;
     let mut out: HashMap<LiveKey, Amount> = HashMap::new();
@@ -289,7 +293,7 @@ fn live_rows(l: &Loaded, q: &SiteQuery, points: &[(u32, Option<u64>)]) -> Result
             }
         }
     }
-    let mut seqs: Vec<(u64, u32)> = points.iter().filter_map(|&(d, p)| p.map(|s| (s, d))).collect();
+    let mut seqs: Vec<(u64, u32, u32)> = points.iter().filter_map(|&(d, p)| p.map(|(s, t)| (s, t, d))).collect();
     if seqs.is_empty() {
         return Ok(out);
     }
@@ -298,20 +302,21 @@ fn live_rows(l: &Loaded, q: &SiteQuery, points: &[(u32, Option<u64>)]) -> Result
     Ok(out)
 }
 
-/// Replays the log at `path` again, and at each `(seq, domain)` of `points` (sorted by
-/// seq), right after the event with that sequence number, calls `f(state, domain, size,
-/// slot, stack)` for every allocation of `domain` live then. The second replay creates
-/// contexts and slots in the same order as the first (`main`), so its node ids are the
-/// first's. Events past the last point are not applied.
+/// Replays the log at `path` again, and at each `(seq, thread, domain)` of `points`
+/// (sorted by seq), right after the event with that sequence number on that stream, calls
+/// `f(state, domain, size, slot, stack)` for every allocation of `domain` live then. (Two
+/// streams' events may share a sequence number, SPEC.md §7.9: the stream says which.)
+/// The second replay creates contexts and slots in the same order as the first (`main`),
+/// so its node ids are the first's. Events past the last point are not applied.
 pub fn live_at(
     path: &Path,
     main: &ReplayState,
-    points: &[(u64, u32)],
+    points: &[(u64, u32, u32)],
     mut f: impl FnMut(&ReplayState, u32, u64, u32, u32),
 ) -> Result<(), Error> {
     struct Sink<'a, F> {
         state: ReplayState,
-        points: &'a [(u64, u32)],
+        points: &'a [(u64, u32, u32)],
         next: usize,
         f: F,
     }
@@ -325,8 +330,11 @@ pub fn live_at(
                 return;
             }
             let Some(seq) = r.seq() else { return };
-            while self.next < self.points.len() && self.points[self.next].0 <= seq {
-                let domain = self.points[self.next].1;
+            // Past the point, or at its event: events come in order of sequence number,
+            // and those sharing one come in a fixed order of streams.
+            let reached = |&(at, on, _): &(u64, u32, u32)| at < seq || at == seq && on == thread;
+            while self.next < self.points.len() && reached(&self.points[self.next]) {
+                let domain = self.points[self.next].2;
                 for (d, _, size, slot, stack, _) in self.state.live_allocations() {
                     if d == domain {
                         (self.f)(&self.state, d, size, slot, stack);
@@ -347,7 +355,7 @@ pub fn live_at(
     log.replay(&mut sink, |_| {});
     // Points past the last event (cannot happen for points found by the first replay).
     let Sink { state, next, .. } = sink;
-    for &(_, domain) in &points[next..] {
+    for &(_, _, domain) in &points[next..] {
         for (d, _, size, slot, stack, _) in state.live_allocations() {
             if d == domain {
                 f(&state, d, size, slot, stack);

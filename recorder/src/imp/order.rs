@@ -16,6 +16,9 @@
 //!   it carried the counter's. The same holds for an allocation freed on another thread,
 //!   a realloc's two halves and usage changes. Addresses that share a slot
 //!   only add constraints that are already true; they cannot break the order.
+//! - **Parity**: labels and frame starts take odd keys, every other event even ones, so
+//!   no event shares a marker's key (ties between other events are concurrent events,
+//!   which the merge orders by stream).
 //! - **Markers**: a label, frame start or attach raises a process-wide floor (`FLOOR`)
 //!   that every event reads, so what any thread does after it has seen a marker sorts
 //!   after it. An attach names an address inside a block, not the block's own: it takes
@@ -114,6 +117,8 @@ impl Order {
 #[inline(always)]
 pub(crate) fn next_key(last: u64, at: Option<&AtomicU64>) -> u64 {
     let key = (last + 1).max(FLOOR.0.load(Ordering::Relaxed));
+    // Even: markers take the odd keys, so no other event shares a marker's key.
+    let key = key + (key & 1);
     let Some(slot) = at else { return key };
     // One read-modify-write in the common case (the slot is below the thread's key): a
     // load first would fetch the line shared and then again to write it.
@@ -124,8 +129,17 @@ pub(crate) fn next_key(last: u64, at: Option<&AtomicU64>) -> u64 {
     if seen < key {
         return key;
     }
-    slot.fetch_max(seen + 1, Ordering::Relaxed);
-    seen + 1
+    // `seen` is an event's key, so even.
+    slot.fetch_max(seen + 2, Ordering::Relaxed);
+    seen + 2
+}
+
+/// The next key of a marker (label, frame start) on a thread whose previous key was
+/// `last`: odd, so that it is never another event's. A report can then place a point "at
+/// the marker" by its key alone: what sorts before it is what has a smaller key.
+#[inline]
+pub(crate) fn next_marker_key(last: u64) -> u64 {
+    (last + 1).max(FLOOR.0.load(Ordering::Relaxed)) | 1
 }
 
 /// Raises the floor past a marker's key: every event that reads it afterwards sorts
@@ -156,12 +170,27 @@ mod tests {
 
     #[test]
     fn markers_raise_every_threads_next_key_past_their_own() {
-        let marker = u64::MAX / 2;
+        let marker = next_marker_key(u64::MAX / 2);
         raise_floor(marker);
         // Another thread, far behind: its next key is past the marker's, not equal to it.
         let after = next_key(5, None);
         assert!(after > marker, "{after}");
         FLOOR.0.store(0, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn markers_have_odd_keys_and_every_other_event_even_ones() {
+        let slot = AtomicU64::new(0);
+        let mut last = 0;
+        for i in 0..100u64 {
+            let key = if i % 7 == 3 { next_marker_key(last) } else { next_key(last, (i % 2 == 0).then_some(&slot)) };
+            assert!(key > last, "a thread's keys increase");
+            assert_eq!(key % 2 == 1, i % 7 == 3, "key {key} of event {i}");
+            last = key;
+        }
+        // Another thread behind the slot: past it, and even.
+        let before = slot.load(Ordering::Relaxed);
+        assert_eq!(next_key(1, Some(&slot)), before + 2);
     }
 
     #[test]

@@ -306,7 +306,7 @@ impl ThreadState {
     /// thread's next key reads.
     fn marker_key(&mut self, session: &Session) -> u64 {
         self.time(session);
-        self.last_key = order::next_key(self.last_key, None);
+        self.last_key = order::next_marker_key(self.last_key);
         order::raise_floor(self.last_key);
         self.last_key
     }

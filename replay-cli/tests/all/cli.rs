@@ -702,3 +702,39 @@ symbols: 2 addresses: 0 with file and line, 0 function only, 2 unresolved (binar
     assert_eq!(bare, head.replace("forest+", ""));
     assert_error(&cli(&["efficiency", p, "--symbols", "/no/such/dir"]), "--symbols /no/such/dir: no such directory");
 }
+
+/// Two streams' events may share a sequence number (SPEC.md §7.9: they are concurrent,
+/// and the lower-numbered stream's comes first). The peak below is reached by the second
+/// stream's allocation at sequence number 10, after the first stream's allocation with
+/// the same number: what `top --thread` reads "at the peak" is the live set right after
+/// the peak's own event, not the one after the first event numbered 10 (which lacks the
+/// second stream's 500 bytes).
+#[test]
+fn the_peak_is_read_at_its_own_event_when_streams_share_its_sequence_number() {
+    let path = temp("tied-peak.mrl");
+    let alloc = |seq, addr, size| Event::Alloc { seq, domain: 0, addr, size, align_log2: 3, stack: 0 };
+    let blocks = vec![
+        (1, vec![Event::Time { ns: 1_000 }, alloc(2, 0x1000, 300), alloc(10, 0x2000, 100)]),
+        (2, vec![Event::Time { ns: 1_000 }, alloc(10, 0x3000, 500)]),
+    ];
+    memreplay_fixtures::write_log(
+        &path,
+        &header(VERSION_MAJOR),
+        &blocks,
+        Some(memreplay_fixtures::End { lost: 0, end_ns: 2_000 }),
+    );
+    let p = path.to_str().unwrap();
+    let summary: serde_json::Value = serde_json::from_slice(&cli(&["summarize", p, "--json"]).stdout).unwrap();
+    let heap = summary["domains"].as_array().unwrap().iter().find(|d| d["domain"]["name"] == "heap").unwrap();
+    assert_eq!(heap["peak"]["bytes"], 900, "{heap}");
+    // Per thread, `top` reads the live allocations again, at the peak's event: the second
+    // stream's 500 bytes were live there.
+    for (thread, bytes) in [("1", 400), ("2", 500)] {
+        let o = cli(&["top", p, "--json", "--by", "peak", "--thread", thread]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let top: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let rows = &top["domains"][0]["rows"];
+        let at_peak: u64 = rows.as_array().unwrap().iter().map(|r| r["peak"]["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(at_peak, bytes, "thread {thread}: {rows}");
+    }
+}

@@ -729,6 +729,7 @@ impl Model {
                 bytes,
                 count: live.len() as u64,
                 seq,
+                thread,
                 // The clock: the latest time any thread has recorded so far.
                 time_ns: self.clock,
                 frame: self.frame,
