@@ -93,7 +93,13 @@ impl Order {
     /// "no key" in the log).
     #[inline]
     pub(crate) fn clock(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64 + 1
+        self.clock_at(Instant::now())
+    }
+
+    /// [`Order::clock`] at the instant `now`, for a caller that reads the time anyway.
+    #[inline]
+    pub(crate) fn clock_at(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_nanos() as u64 + 1
     }
 
     /// The slot of the block at `addr` in `domain` (0 for the heap): the granule's number

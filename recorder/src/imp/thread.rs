@@ -324,8 +324,10 @@ impl ThreadState {
 
     fn time(&mut self, session: &Session) {
         self.events_since_time = 0;
-        self.last_key = self.last_key.max(session.order.clock());
-        let ns = session.now_ns();
+        // One clock read for both: the key's floor and the stream's time.
+        let now = std::time::Instant::now();
+        self.last_key = self.last_key.max(session.order.clock_at(now));
+        let ns = now.saturating_duration_since(session.start).as_nanos() as u64;
         let mut w = self.reserve(9);
         w.u8(record::TIME);
         w.u64(ns);
