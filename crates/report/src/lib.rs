@@ -29,6 +29,7 @@ mod export;
 mod figures;
 mod flame;
 mod frees;
+mod gpu;
 mod html;
 mod info;
 mod instances;
@@ -70,6 +71,9 @@ pub use error::Error;
 pub use export::{ExportFormat, CSV_COLUMNS};
 pub use flame::{folded as build_folded, svg as flame_svg, FlameOptions, Folded};
 pub use frees::{build as build_frees, Frees, FreesOptions};
+pub use gpu::{
+    GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
+};
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};
 pub use info::{Info, LogBytes, RecordBytes};
 pub use instances::{build as build_instances, Instances};

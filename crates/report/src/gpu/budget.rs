@@ -1,0 +1,2 @@
+//! Budget samples of a replayed log, per domain: [`super::GpuBudget`]. (Owned by the
+//! budget work.)
