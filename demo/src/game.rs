@@ -6,6 +6,7 @@ use memreplay::{Domain, DomainKind, Resource, ResourceKind};
 
 use crate::gpu::{GpuAlloc, GpuHeap};
 use crate::pool::{Entity, EntityPool, Slot};
+use crate::render::Renderer;
 use crate::workers::{Audio, Streamer};
 use crate::*;
 
@@ -26,10 +27,13 @@ pub(crate) fn play(opts: &Options, expected: &Expected) -> Result<(), RunError> 
         (Streamer::spawn()?, Audio::spawn()?)
     };
     // Domains are defined once, at start-up; the handles are plain ids.
+    let vram_local = Domain::define(VRAM_LOCAL, DomainKind::GpuLocal, VRAM_LOCAL_CAPACITY);
     let domains = Domains {
-        vram_local: Domain::define(VRAM_LOCAL, DomainKind::GpuLocal, VRAM_LOCAL_CAPACITY),
+        vram_local,
         vram_system: Domain::define(VRAM_SYSTEM, DomainKind::GpuShared, VRAM_SYSTEM_CAPACITY),
         entity_pool: Domain::define_within(ENTITY_POOL, DomainKind::Pool, POOL_BYTES as u64, Domain::HEAP),
+        // The renderer's buffers, sub-allocated inside blocks of vram.local.
+        vram_buffers: Domain::define_within(VRAM_BUFFERS, DomainKind::GpuLocal, 0, vram_local),
     };
 
     memreplay::label(LABELS[0]);
@@ -61,6 +65,7 @@ struct Domains {
     vram_local: Domain,
     vram_system: Domain,
     entity_pool: Domain,
+    vram_buffers: Domain,
 }
 
 /// The main menu and the debug console, open for the whole run.
@@ -124,6 +129,7 @@ struct Level {
     textures: Vec<Texture>,
     meshes: Vec<GpuAlloc>,
     shadow_atlas: GpuAlloc,
+    renderer: Renderer,
     nav: Vec<NavNode>,
     pool: EntityPool,
     /// Live projectiles: (spawn frame, slot), oldest first.
@@ -172,6 +178,8 @@ impl Level {
             vram.alloc(SHADOW_ATLAS_BYTES, TEXTURE_ALIGN, Some(&desc))
         };
 
+        let renderer = Renderer::create(&mut vram, domains.vram_buffers);
+
         let mut rng = Lcg(0x5eed);
         let nav = {
             // Grown one node at a time, as a graph builder would: the Vec reallocates
@@ -190,6 +198,7 @@ impl Level {
             textures,
             meshes,
             shadow_atlas,
+            renderer,
             nav,
             pool: {
                 let _ctx = memreplay::context!("Entities", "{}", LEVEL);
@@ -280,12 +289,13 @@ impl Level {
     /// Frees everything the level holds (the leaks are, by design, out of reach).
     fn unload(self) {
         let _ctx = memreplay::context!("Level", "{} unload", LEVEL);
-        let Level { mut vram, textures, meshes, shadow_atlas, nav, mut pool, projectiles, .. } = self;
+        let Level { mut vram, textures, meshes, shadow_atlas, renderer, nav, mut pool, projectiles, .. } = self;
         drop(projectiles);
         pool.clear();
         pool.report_usage();
         drop(pool);
         drop(nav);
+        renderer.destroy(&mut vram);
         vram.free(shadow_atlas);
         for mesh in meshes {
             vram.free(mesh);

@@ -28,6 +28,7 @@ mod args;
 mod game;
 mod gpu;
 mod pool;
+mod render;
 mod workers;
 
 use std::path::PathBuf;
@@ -36,6 +37,9 @@ use std::time::Duration;
 
 pub use args::{parse_args, ArgError, Command, USAGE};
 pub use pool::Entity;
+pub use render::{
+    buffer_layout, freed_after_load, mip_chain_bytes, render_resources, sub_buffers, RenderResource, SubBuffer,
+};
 
 // ---------------------------------------------------------------------------------------
 // What the demo does: every size and count, so tests can check the log against them.
@@ -104,6 +108,53 @@ pub const INDICES_PER_VERTEX: u64 = 3;
 /// The shadow atlas: a square D32_FLOAT depth target in `vram.local`.
 pub const SHADOW_ATLAS_SIZE: u32 = 2048;
 pub const SHADOW_ATLAS_BYTES: u64 = SHADOW_ATLAS_SIZE as u64 * SHADOW_ATLAS_SIZE as u64 * 4;
+
+/// The screen the renderer draws to (recorded with `memreplay::display_size`).
+pub const SCREEN: (u32, u32) = (1920, 1080);
+/// The renderer's render and depth targets, alive from the level load to its unload, each
+/// a dedicated `vram.local` allocation of its texel data rounded up to [`TEXTURE_ALIGN`]:
+/// (name, kind, format, bytes per texel, each screen side divided by).
+pub const RENDER_TARGETS: [(&str, memreplay::ResourceKind, &str, u64, u32); 7] = {
+    use memreplay::ResourceKind::{DepthStencil, RenderTarget};
+    [
+        ("gbuffer albedo", RenderTarget, "RGBA8_UNORM", 4, 1),
+        ("gbuffer normals", RenderTarget, "RGBA16_FLOAT", 8, 1),
+        ("hdr color", RenderTarget, "R11G11B10_FLOAT", 4, 1),
+        ("scene depth", DepthStencil, "D32_FLOAT", 4, 1),
+        ("ssao", RenderTarget, "R8_UNORM", 1, 2),
+        ("bloom half", RenderTarget, "RGBA16_FLOAT", 8, 2),
+        ("bloom quarter", RenderTarget, "RGBA16_FLOAT", 8, 4),
+    ]
+};
+/// Textures whose sides are not powers of two, with full mip chains: (name, width, height,
+/// format, bytes per texel). Allocated like the render targets.
+pub const NPOT_TEXTURES: [(&str, u32, u32, &str, u64); 2] =
+    [("terrain heightmap", 1025, 1025, "R16_UNORM", 2), ("ui atlas", 1000, 600, "RGBA8_UNORM", 4)];
+/// The baked lightmap: a 1024x1024 BC7 texture with a full mip chain, allocated at
+/// [`LIGHTMAP_ALLOC_BYTES`], far more than its texel data (a padded resource).
+pub const LIGHTMAP_SIZE: u32 = 1024;
+pub const LIGHTMAP_ALLOC_BYTES: u64 = 2 << 20;
+/// The renderer's small buffers are sub-allocated, VMA-style, from blocks of
+/// [`BUFFER_BLOCK_BYTES`] allocated in `vram.local`: this domain holds the sub-allocations.
+pub const VRAM_BUFFERS: &str = "vram.local.buffers";
+pub const BUFFER_BLOCK_BYTES: u64 = 128 << 10;
+/// Alignment of the sub-allocated buffers.
+pub const SUB_BUFFER_ALIGN: u64 = 256;
+/// The sub-allocated buffers, in allocation order: (name, bytes, count).
+pub const SUB_BUFFERS: [(&str, u64, u32); 4] = [
+    ("frame constants", 4 << 10, 1),
+    ("light list", 64 << 10, 1),
+    ("instances", 24 << 10, 6),
+    ("draw constants", 256, 48),
+];
+/// Every third draw-constants buffer (the 1st, 4th, ...) is freed once the level is
+/// loaded, leaving holes in its block.
+pub const DRAW_CONSTANTS_FREED_EVERY: u32 = 3;
+/// The budget the "driver" reports for `vram.local` each frame, and a lower one reported
+/// for frames [`LOW_BUDGET_FRAMES`] (another process took video memory).
+pub const VRAM_LOCAL_BUDGET: u64 = 200 << 20;
+pub const VRAM_LOCAL_LOW_BUDGET: u64 = 64 << 20;
+pub const LOW_BUDGET_FRAMES: std::ops::Range<u64> = 20..30;
 
 /// The entity pool: a heap block of [`POOL_SLOTS`] entities, sub-allocated per entity.
 pub const ENTITY_POOL: &str = "entity pool";
@@ -224,7 +275,16 @@ pub struct Expected {
     pub meshes: Vec<MeshSpec>,
     pub mesh_vram_bytes: u64,
     pub shadow_atlas_bytes: u64,
-    /// Every `vram.local` allocation: textures, mesh buffers, the shadow atlas.
+    /// The renderer's dedicated resources: render and depth targets, the non-power-of-two
+    /// textures and the lightmap, and their bytes.
+    pub render: Vec<RenderResource>,
+    pub render_vram_bytes: u64,
+    /// The renderer's sub-allocated buffers ([`VRAM_BUFFERS`]), where they land, and the
+    /// blocks of `vram.local` that hold them.
+    pub buffers: Vec<SubBuffer>,
+    pub buffer_blocks: usize,
+    /// Every `vram.local` allocation: textures, mesh buffers, the shadow atlas, the
+    /// renderer's resources and buffer blocks.
     pub vram_local_bytes: u64,
     pub vram_local_allocs: usize,
     /// Every `vram.system` allocation: the staging buffer.
@@ -305,6 +365,10 @@ pub fn expected(opts: &Options) -> Expected {
     let texture_heap_bytes = textures.iter().map(|t| t.heap_bytes).sum();
     let texture_vram_bytes: u64 = textures.iter().map(|t| t.vram_bytes).sum();
     let mesh_vram_bytes: u64 = meshes.iter().map(|m| m.vram_bytes).sum();
+    let render = render_resources();
+    let render_vram_bytes: u64 = render.iter().map(|r| r.alloc_bytes).sum();
+    let buffers = buffer_layout();
+    let buffer_blocks = buffers.iter().map(|b| b.block + 1).max().unwrap_or(0);
     let mut leaks = vec![Leak { function: LEAK_FUNCTION, context: ("Scripts", "cache"), bytes: LEAK_BYTES as u64 }];
     if opts.extra_leak {
         leaks.push(Leak {
@@ -315,12 +379,20 @@ pub fn expected(opts: &Options) -> Expected {
     }
     Expected {
         stream_jobs: textures.len(),
-        vram_local_allocs: textures.len() + meshes.len() + 1,
+        vram_local_allocs: textures.len() + meshes.len() + 1 + render.len() + buffer_blocks,
         texture_heap_bytes,
         texture_vram_bytes,
         mesh_vram_bytes,
         shadow_atlas_bytes: SHADOW_ATLAS_BYTES,
-        vram_local_bytes: texture_vram_bytes + mesh_vram_bytes + SHADOW_ATLAS_BYTES,
+        vram_local_bytes: texture_vram_bytes
+            + mesh_vram_bytes
+            + SHADOW_ATLAS_BYTES
+            + render_vram_bytes
+            + buffer_blocks as u64 * BUFFER_BLOCK_BYTES,
+        render,
+        render_vram_bytes,
+        buffers,
+        buffer_blocks,
         vram_system_bytes: STAGING_BYTES,
         pool_bytes: POOL_BYTES as u64,
         entity_bytes: ENTITY_BYTES as u64,
@@ -517,7 +589,10 @@ mod tests {
         let e = expected(&Options::default());
         assert_eq!(e.textures.len(), 8);
         assert_eq!(e.texture_heap_bytes, e.textures.iter().map(|t| t.heap_bytes).sum::<u64>());
-        assert_eq!(e.vram_local_allocs, 8 + 6 + 1);
+        // Textures, meshes, the shadow atlas; 7 targets, 2 non-power-of-two textures and the
+        // lightmap; 2 buffer blocks.
+        assert_eq!(e.vram_local_allocs, 8 + 6 + 1 + 10 + 2);
+        assert_eq!(e.buffer_blocks, 2);
         assert_eq!(e.leaks.len(), 1);
         assert_eq!(e.leaks[0].bytes, LEAK_BYTES as u64);
         assert_eq!(e.entity_allocs, 96 + 60);
@@ -529,8 +604,39 @@ mod tests {
         let big = expected(&Options { textures: MAX_TEXTURES, ..Options::default() });
         let padded: u64 = big.textures.iter().map(|t| t.vram_bytes.next_multiple_of(TEXTURE_ALIGN)).sum::<u64>()
             + big.meshes.iter().map(|m| m.vram_bytes.next_multiple_of(TEXTURE_ALIGN)).sum::<u64>()
-            + SHADOW_ATLAS_BYTES;
+            + SHADOW_ATLAS_BYTES
+            + big.render_vram_bytes
+            + big.buffer_blocks as u64 * BUFFER_BLOCK_BYTES;
         assert!(padded < VRAM_LOCAL_CAPACITY, "{padded}");
+    }
+
+    #[test]
+    fn the_renderer_s_resources_and_buffer_layout() {
+        let r = render_resources();
+        let find = |name: &str| r.iter().find(|x| x.name == name).unwrap();
+        // 1920x1080 RGBA16F: 16,588,800 bytes, rounded up to 64 KiB.
+        assert_eq!(
+            (find("gbuffer normals").texel_bytes, find("gbuffer normals").alloc_bytes),
+            (16_588_800, 16_646_144)
+        );
+        assert_eq!((find("bloom quarter").width, find("bloom quarter").height), (480, 270));
+        // 1025x1025 R16: 11 levels, 1025² + 512² + 256² + ... + 1² texels of 2 bytes.
+        let heightmap = find("terrain heightmap");
+        assert_eq!(heightmap.mip_levels, 11);
+        assert_eq!(heightmap.texel_bytes, 2 * (1025 * 1025 + (0..10).map(|m| (512u64 >> m).pow(2)).sum::<u64>()));
+        assert_eq!(find("lightmap").alloc_bytes, 2 << 20);
+        // Block 0: frame constants, the light list, two instance buffers (116 KiB), then the
+        // 48 draw-constant buffers fill its last 12 KiB; block 1 takes the 4 other instance buffers.
+        let l = buffer_layout();
+        let at = |name: &str| l.iter().find(|b| b.name == name).map(|b| (b.block, b.offset)).unwrap();
+        assert_eq!(at("frame constants"), (0, 0));
+        assert_eq!(at("light list"), (0, 4096));
+        assert_eq!(at("instances 1"), (0, 94_208));
+        assert_eq!(at("instances 2"), (1, 0));
+        assert_eq!(at("instances 5"), (1, 73_728));
+        assert_eq!(at("draw constants 0"), (0, 118_784));
+        assert_eq!(at("draw constants 47"), (0, 131_072 - 256));
+        assert_eq!(l.iter().filter(|b| b.freed_after_load).count(), 16);
     }
 
     #[test]

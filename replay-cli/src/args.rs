@@ -229,6 +229,52 @@ impl TopArgs {
     }
 }
 
+/// `gpu`.
+#[derive(Debug, Args)]
+pub struct GpuArgs {
+    /// The log to read.
+    #[arg(value_name = "LOG")]
+    pub log: PathBuf,
+    /// Read the live resources at a label, at the start of frame N (frame:N), or at each
+    /// GPU domain's peak (peak) instead of at the end.
+    #[arg(long, value_name = "LABEL|frame:N|peak", value_parser = report::parse_gpu_at)]
+    pub at: Option<report::GpuAt>,
+    /// Only this GPU domain (name or id) and the domains that sub-allocate inside it.
+    #[arg(long, value_name = "NAME")]
+    pub domain: Option<String>,
+    /// Only resources allocated in this context and its descendants, by path
+    /// ("Level:Forest/Textures:Forest"); the block map still shows whole blocks.
+    #[arg(long, value_name = "PATH")]
+    pub context: Option<String>,
+    /// The screen size the render targets are compared with, over the one the game
+    /// recorded (1920x1080).
+    #[arg(long, value_name = "WIDTHxHEIGHT", value_parser = report::parse_screen)]
+    pub screen: Option<(u32, u32)>,
+    /// Resources below this size are "small" (4096, 64KiB, 1MiB; default 64KiB).
+    #[arg(long, value_name = "BYTES", value_parser = report::parse_bytes)]
+    pub small: Option<u64>,
+    /// Rows per list (default 20; 0: no limit).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+impl GpuArgs {
+    pub fn options(&self) -> report::GpuOptions {
+        report::GpuOptions {
+            log: self.log.clone(),
+            at: self.at.clone(),
+            domain: self.domain.clone(),
+            context: self.context.clone(),
+            screen: self.screen,
+            small: self.small,
+            limit: self.limit,
+            json: self.json.json,
+        }
+    }
+}
+
 /// `frees`.
 #[derive(Debug, Args)]
 pub struct FreesArgs {

@@ -18,7 +18,7 @@ use memreplay_report as report;
 use report::{Progress, ReportKind};
 
 use args::{CheckArgs, DiffArgs, ExportArgs, FlameArgs, FreesArgs, HtmlArgs, ReportArgs, SymbolizedReportArgs};
-use args::{TimelineArgs, TopArgs};
+use args::{GpuArgs, TimelineArgs, TopArgs};
 
 /// Exit status for errors: the file is missing, unreadable, not a log, or of an
 /// unsupported version; an option names what the log does not have (also what clap
@@ -90,6 +90,11 @@ enum Command {
     Top(TopArgs),
     /// Where an allocation site's blocks were freed from (free callstacks), symbolicated.
     Frees(FreesArgs),
+    /// GPU memory: each GPU domain's live and peak bytes against its capacity and the
+    /// budget the driver reported, and the resources live at the end (or --at) pivoted by
+    /// kind, by dimensions, screen-sized targets, non-power-of-two textures, small
+    /// resources and padding, each row with the contexts that own it.
+    Gpu(GpuArgs),
     /// A flame graph of the allocation callstacks (SVG), or folded stacks with --folded.
     Flamegraph(FlameArgs),
     /// Memory over time as an image (SVG; PNG with the `png` feature): per domain, or per
@@ -255,6 +260,7 @@ fn run(command: Command, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
         Command::Instances(a) => printed(out, report::run(ReportKind::Instances, &a.options(), progress)?),
         Command::Top(a) => printed(out, report::run_top(&a.options(), progress)?),
         Command::Frees(a) => printed(out, report::run_frees(&a.options(), progress)?),
+        Command::Gpu(a) => printed(out, report::run_gpu(&a.options(), progress)?),
         Command::Diff(a) => {
             let diff = report::run_diff(&a.options(), progress)?;
             print(out, diff.text.as_bytes())?;

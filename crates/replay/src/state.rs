@@ -212,7 +212,28 @@ impl ReplayState {
             RecordKind::ContextPush => self.context_push(ti, r.stack, r.value as u32, r.flags),
             RecordKind::ContextPop => self.context_pop(ti),
             RecordKind::Time => self.time(ti, r.value),
-            RecordKind::Event => self.apply_event(ti, block.event(r), Part::Whole),
+            RecordKind::Event => {
+                let event = block.event(r);
+                self.apply_event(ti, event, Part::Whole);
+                // A RESOURCE describes the domain allocation written just before it (SPEC.md
+                // §7.4) but, unsequenced, sorts with its thread's next sequenced event, after
+                // other threads' events in between. Taken with its allocation, it is known
+                // at any point from the allocation on (a peak, another thread's label). Its
+                // own turn inserts it again, to no effect.
+                // (The definitions of its strings come between them.)
+                if let Event::Alloc { domain, addr, .. } = *event {
+                    for next in block.events.iter().skip(r.value as usize + 1) {
+                        match next {
+                            Event::DefineString { .. } => continue,
+                            Event::Resource { domain: d, addr: a, desc } if (*d, *a) == (domain, addr) => {
+                                self.resources.insert((domain, addr), desc.clone());
+                            }
+                            _ => {}
+                        }
+                        break;
+                    }
+                }
+            }
         }
     }
 

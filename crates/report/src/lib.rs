@@ -72,7 +72,10 @@ pub use export::{ExportFormat, CSV_COLUMNS};
 pub use flame::{folded as build_folded, svg as flame_svg, FlameOptions, Folded};
 pub use frees::{build as build_frees, Frees, FreesOptions};
 pub use gpu::{
-    GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
+    build_gpu, build_gpu_view, parse_gpu_at, parse_screen, run_gpu, DimensionsRow, GpuAt, GpuBlock, GpuBudget,
+    GpuDomain, GpuKind, GpuOptions, GpuPeak, GpuReport, GpuResource, GpuSource, GpuView, KindRow, NpotRow, OverBudget,
+    Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow, ScreenSource, Small, SubAllocation, Unchecked,
+    DEFAULT_GPU_LIMIT, DEFAULT_SMALL,
 };
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};
 pub use info::{Info, LogBytes, RecordBytes};

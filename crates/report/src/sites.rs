@@ -304,23 +304,44 @@ fn live_rows(
 
 /// Replays the log at `path` again, and at each `(seq, thread, domain)` of `points`
 /// (sorted by seq), right after the event with that sequence number on that stream, calls
-/// `f(state, domain, size, slot, stack)` for every allocation of `domain` live then. (Two
-/// streams' events may share a sequence number, SPEC.md §7.9: the stream says which.)
-/// The second replay creates contexts and slots in the same order as the first (`main`),
-/// so its node ids are the first's. Events past the last point are not applied.
+/// `f(state, domain, size, slot, stack)` for every allocation of `domain` live then.
+/// See [`replay_to_points`].
 pub fn live_at(
     path: &Path,
     main: &ReplayState,
     points: &[(u64, u32, u32)],
     mut f: impl FnMut(&ReplayState, u32, u64, u32, u32),
 ) -> Result<(), Error> {
+    let at: Vec<(u64, u32)> = points.iter().map(|&(seq, thread, _)| (seq, thread)).collect();
+    replay_to_points(path, main, &at, |i, state| {
+        let domain = points[i].2;
+        for (d, _, size, slot, stack, _) in state.live_allocations() {
+            if d == domain {
+                f(state, d, size, slot, stack);
+            }
+        }
+    })
+}
+
+/// Replays the log at `path` again and calls `f(i, state)` with the state right after the
+/// event of `points[i]` = `(seq, stream)` (sorted by seq): two streams' events may share a
+/// sequence number, SPEC.md §7.9, so the stream says which. The second replay creates
+/// contexts and slots in the same order as the first (`main`), so its node and slot ids
+/// are the first's. Events past the last point are not applied; points past the last
+/// event (which points found by the first replay never are) see the final state.
+pub fn replay_to_points(
+    path: &Path,
+    main: &ReplayState,
+    points: &[(u64, u32)],
+    mut f: impl FnMut(usize, &ReplayState),
+) -> Result<(), Error> {
     struct Sink<'a, F> {
         state: ReplayState,
-        points: &'a [(u64, u32, u32)],
+        points: &'a [(u64, u32)],
         next: usize,
         f: F,
     }
-    impl<F: FnMut(&ReplayState, u32, u64, u32, u32)> EventSink for Sink<'_, F> {
+    impl<F: FnMut(usize, &ReplayState)> EventSink for Sink<'_, F> {
         fn record(&mut self, thread: u32, r: &Record, block: &Records) {
             if self.next >= self.points.len() {
                 return;
@@ -332,14 +353,9 @@ pub fn live_at(
             let Some(seq) = r.seq() else { return };
             // Past the point, or at its event: events come in order of sequence number,
             // and those sharing one come in a fixed order of streams.
-            let reached = |&(at, on, _): &(u64, u32, u32)| at < seq || at == seq && on == thread;
+            let reached = |&(at, on): &(u64, u32)| at < seq || at == seq && on == thread;
             while self.next < self.points.len() && reached(&self.points[self.next]) {
-                let domain = self.points[self.next].2;
-                for (d, _, size, slot, stack, _) in self.state.live_allocations() {
-                    if d == domain {
-                        (self.f)(&self.state, d, size, slot, stack);
-                    }
-                }
+                (self.f)(self.next, &self.state);
                 self.next += 1;
             }
         }
@@ -353,14 +369,9 @@ pub fn live_at(
     let mut sink =
         Sink { state: ReplayState::new(memreplay_replay::ReplayOptions::default()), points, next: 0, f: &mut f };
     log.replay(&mut sink, |_| {});
-    // Points past the last event (cannot happen for points found by the first replay).
     let Sink { state, next, .. } = sink;
-    for &(_, _, domain) in &points[next..] {
-        for (d, _, size, slot, stack, _) in state.live_allocations() {
-            if d == domain {
-                f(&state, d, size, slot, stack);
-            }
-        }
+    for i in next..points.len() {
+        f(i, &state);
     }
     debug_assert!(state.nodes.len() <= main.nodes.len());
     tracing::debug!("replayed to {} point(s) in {:.3} s", points.len(), start.elapsed().as_secs_f64());

@@ -2,9 +2,9 @@
 //! (`memreplay_demo::expected`): every recorder API must land in the log as promised.
 
 use memreplay_demo::{
-    expected, Expected, AUDIO_THREAD, CONSOLE_CAPACITY, CONSOLE_USED, ENTITY_BYTES, ENTITY_POOL, EXTRA_LEAK_BYTES,
-    FOOTSTEP_SAMPLES, LEAK_BYTES, LEVEL, MAIN_THREAD, POOL_BYTES, STREAMING_THREAD, VRAM_LOCAL, VRAM_LOCAL_CAPACITY,
-    VRAM_SYSTEM,
+    expected, Expected, AUDIO_THREAD, BUFFER_BLOCK_BYTES, CONSOLE_CAPACITY, CONSOLE_USED, ENTITY_BYTES, ENTITY_POOL,
+    EXTRA_LEAK_BYTES, FOOTSTEP_SAMPLES, LEAK_BYTES, LEVEL, MAIN_THREAD, POOL_BYTES, STREAMING_THREAD, VRAM_BUFFERS,
+    VRAM_LOCAL, VRAM_LOCAL_CAPACITY, VRAM_SYSTEM,
 };
 use memreplay_format::{header_flags, DomainKind, Log, ResourceKind, HEAP_DOMAIN};
 use memreplay_tests::{open, run_demo, temp_log, Replay};
@@ -85,8 +85,13 @@ fn default_run_records_everything_the_demo_does() {
     let in_vram: Vec<_> = r.allocs.iter().filter(|a| a.domain == vram.id).collect();
     assert_eq!(in_vram.len(), exp.vram_local_allocs);
     assert_eq!(in_vram.iter().map(|a| a.size).sum::<u64>(), exp.vram_local_bytes);
-    let texture_resources: Vec<_> =
-        in_vram.iter().filter(|a| a.resource.as_ref().is_some_and(|d| d.kind == ResourceKind::Texture)).collect();
+    // The level's textures (the renderer's textures are checked below).
+    let texture_resources: Vec<_> = in_vram
+        .iter()
+        .filter(|a| {
+            a.innermost_is("Texture", None) && a.resource.as_ref().is_some_and(|d| d.kind == ResourceKind::Texture)
+        })
+        .collect();
     assert_eq!(texture_resources.len(), exp.textures.len());
     for (a, spec) in texture_resources.iter().zip(&exp.textures) {
         let d = a.resource.as_ref().unwrap();
@@ -96,7 +101,36 @@ fn default_run_records_everything_the_demo_does() {
         assert_eq!(a.size, spec.vram_bytes);
         assert!(a.innermost_is("Texture", Some(&spec.name)));
     }
-    assert!(in_vram.iter().all(|a| a.resource.is_some()));
+    // The renderer's targets and textures: one dedicated allocation each, described.
+    for spec in &exp.render {
+        let found: Vec<_> =
+            in_vram.iter().filter(|a| a.resource.as_ref().is_some_and(|d| r.strings[&d.name] == spec.name)).collect();
+        assert_eq!(found.len(), 1, "{}", spec.name);
+        let (a, d) = (found[0], found[0].resource.as_ref().unwrap());
+        assert_eq!((d.kind, d.width, d.height, d.mip_levels), (spec.kind, spec.width, spec.height, spec.mip_levels));
+        assert_eq!((r.strings[&d.format].as_str(), a.size), (spec.format, spec.alloc_bytes), "{}", spec.name);
+        assert!(a.innermost_is(spec.context.0, Some(spec.context.1)) && a.within("Level", LEVEL), "{}", spec.name);
+    }
+    // Everything else in vram.local describes a resource, but the buffer blocks.
+    let blocks: Vec<_> = in_vram.iter().filter(|a| a.resource.is_none()).collect();
+    assert_eq!(blocks.len(), exp.buffer_blocks);
+    assert!(blocks.iter().all(|b| b.size == BUFFER_BLOCK_BYTES && b.innermost_is("Renderer", Some("buffer blocks"))));
+    // The sub-allocated buffers: in vram.local.buffers, inside the blocks where the layout
+    // puts them, each described as a buffer of its size.
+    let buffers = r.domain(VRAM_BUFFERS).expect("vram.local.buffers defined");
+    assert_eq!((buffers.kind, buffers.parent), (DomainKind::GpuLocal, Some(vram.id)));
+    let subs: Vec<_> = r.allocs.iter().filter(|a| a.domain == buffers.id).collect();
+    assert_eq!(subs.len(), exp.buffers.len());
+    for (a, spec) in subs.iter().zip(&exp.buffers) {
+        let d = a.resource.as_ref().expect("a buffer resource");
+        assert_eq!(
+            (d.kind, r.strings[&d.name].as_str(), a.size),
+            (ResourceKind::Buffer, spec.name.as_str(), spec.bytes)
+        );
+        assert_eq!(a.addr, blocks[spec.block].addr + spec.offset, "{}", spec.name);
+        assert!(a.innermost_is("Renderer", Some("buffers")));
+    }
+    assert_eq!(r.live_in(buffers.id).count(), 0, "buffers freed at unload");
     assert_eq!(r.live_in(vram.id).count(), 0, "VRAM freed at unload");
 
     // vram.system: the staging buffer.

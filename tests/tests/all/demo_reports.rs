@@ -91,8 +91,13 @@ fn default_run_reports_the_demos_figures() {
     let top = s.top_contexts.iter().find(|t| t.domain == VRAM_LOCAL).unwrap();
     assert_eq!(top.peak.inclusive[0].context, format!("Level:{LEVEL}"));
     assert_eq!(top.peak.inclusive[0].bytes, exp.vram_local_bytes);
-    assert_eq!(top.peak.exclusive[0].context, format!("Level:{LEVEL}/Renderer:shadows"));
-    assert_eq!(top.peak.exclusive[0].bytes, SHADOW_ATLAS_BYTES);
+    // The frame graph's targets, then the shadow atlas.
+    let frame_graph: u64 =
+        exp.render.iter().filter(|r| r.context == ("Renderer", "frame graph")).map(|r| r.alloc_bytes).sum();
+    assert_eq!(top.peak.exclusive[0].context, format!("Level:{LEVEL}/Renderer:frame graph"));
+    assert_eq!(top.peak.exclusive[0].bytes, frame_graph);
+    assert_eq!(top.peak.exclusive[1].context, format!("Level:{LEVEL}/Renderer:shadows"));
+    assert_eq!(top.peak.exclusive[1].bytes, SHADOW_ATLAS_BYTES);
 
     // What the OS saw: sampled as recording starts and stops (and every millisecond),
     // set against the heap (the VRAM domains are not process memory, the pool is

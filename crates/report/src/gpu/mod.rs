@@ -7,9 +7,21 @@
 
 mod blockmap;
 mod budget;
+mod formats;
+mod from_log;
 mod model;
+mod pivots;
+mod report;
 mod vma;
 
 pub use model::{
     GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
+};
+pub use pivots::{
+    DimensionsRow, KindRow, NpotRow, Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow, Small, Unchecked,
+    DEFAULT_SMALL,
+};
+pub use report::{
+    build as build_gpu, build_view as build_gpu_view, parse_gpu_at, parse_screen, run as run_gpu, GpuAt, GpuOptions,
+    GpuReport, ScreenSource, DEFAULT_GPU_LIMIT,
 };

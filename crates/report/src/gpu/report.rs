@@ -1,0 +1,531 @@
+//! `replay-cli gpu`: the options, the report (what JSON carries) and its text.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::from_log::{self, ViewPoint};
+use super::model::{GpuDomain, GpuSource, GpuView};
+use super::pivots::{pivots, Owner, Pivots, ResourceRow, DEFAULT_SMALL};
+use crate::loaded::{load, Progress};
+use crate::select::{At, ReportOptions};
+use crate::sites::context_mask;
+use crate::table::{percent, plural, size, Align, Table};
+use crate::{Error, SCHEMA_VERSION};
+
+/// Rows per list unless `--limit` says otherwise.
+pub const DEFAULT_GPU_LIMIT: usize = 20;
+
+/// `--at` of `gpu`: a label or frame, or each GPU domain's peak.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuAt {
+    /// A label or the start of a frame.
+    Point(At),
+    /// Each top-level GPU domain's peak.
+    Peak,
+}
+
+/// Parses `gpu --at`: `peak`, `frame:N` or a label name.
+pub fn parse_gpu_at(s: &str) -> Result<GpuAt, String> {
+    if s == "peak" {
+        return Ok(GpuAt::Peak);
+    }
+    crate::select::parse_at(s).map(GpuAt::Point)
+}
+
+/// Parses `--screen WIDTHxHEIGHT` (`1920x1080`).
+pub fn parse_screen(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{s}` is not a screen size (WIDTHxHEIGHT, e.g. 1920x1080)");
+    let (w, h) = s.trim().split_once(['x', 'X', '×']).ok_or_else(bad)?;
+    let (w, h): (u32, u32) = (w.trim().parse().map_err(|_| bad())?, h.trim().parse().map_err(|_| bad())?);
+    if w == 0 || h == 0 {
+        return Err(bad());
+    }
+    Ok((w, h))
+}
+
+/// `replay-cli gpu` options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// The log to read.
+    pub log: PathBuf,
+    /// Where to read the live resources (default: the end).
+    pub at: Option<GpuAt>,
+    /// Only this GPU domain and the domains inside it (name or id).
+    pub domain: Option<String>,
+    /// Only resources allocated in this context and below (pivots; the block map shows
+    /// whole blocks).
+    pub context: Option<String>,
+    /// The screen size, over what the log recorded.
+    pub screen: Option<(u32, u32)>,
+    /// Resources below this many bytes are small (default 64 KiB).
+    pub small: Option<u64>,
+    /// Rows per list (default 20; 0: no limit).
+    pub limit: Option<usize>,
+    /// Machine-readable JSON output.
+    pub json: bool,
+}
+
+/// Where the screen size came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScreenSource {
+    /// Recorded by the game.
+    Recorded,
+    /// Given with `--screen`.
+    Option,
+    /// Neither.
+    Unknown,
+}
+
+/// The `gpu` report: the view's domains and the pivots of its resources.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuReport {
+    /// JSON schema version.
+    pub schema: u32,
+    /// Where the view was read, the GPU domains (live, peak, capacity, budget), every
+    /// resource live at the point and every block with its sub-allocations.
+    #[serde(flatten)]
+    pub view: GpuView,
+    /// Where the screen size came from.
+    pub screen_source: ScreenSource,
+    /// `--context`, if given.
+    pub context: Option<String>,
+    /// The pivots.
+    pub pivots: Pivots,
+}
+
+/// Replays the log and builds the view `gpu` reports on.
+pub fn build_view(args: &GpuOptions, progress: Progress) -> Result<(GpuView, ScreenSource), Error> {
+    let at = match &args.at {
+        Some(GpuAt::Point(at)) => Some(at.clone()),
+        _ => None,
+    };
+    // The domain is resolved here, against GPU domains only.
+    let opts = ReportOptions { log: args.log.clone(), at, json: args.json, ..ReportOptions::default() };
+    let l = load(&opts, progress)?;
+    let state = l.state();
+    let all = from_log::gpu_domains(state);
+    let domains = match &args.domain {
+        None => all.clone(),
+        Some(name) => {
+            let id = all.iter().copied().find(|&d| state.domain_name(d) == *name || d.to_string() == *name);
+            let Some(id) = id else {
+                let names: Vec<String> = all.iter().map(|&d| format!("\"{}\"", state.domain_name(d))).collect();
+                return Err(Error::Usage(format!(
+                    "no GPU domain \"{name}\" in the log; GPU domains: {}",
+                    if names.is_empty() { "none".into() } else { names.join(", ") }
+                )));
+            };
+            // The domain and every domain inside it.
+            let mut set = vec![id];
+            let mut grew = true;
+            while grew {
+                grew = false;
+                for &d in &all {
+                    let p = state.domain_info.get(&d).and_then(|i| i.parent);
+                    if p.is_some_and(|p| set.contains(&p)) && !set.contains(&d) {
+                        set.push(d);
+                        grew = true;
+                    }
+                }
+            }
+            set.sort_unstable();
+            set
+        }
+    };
+    let mask = args.context.as_deref().map(|c| context_mask(state, c)).transpose()?;
+    let point = if args.at == Some(GpuAt::Peak) { ViewPoint::Peak } else { ViewPoint::Selection };
+    let recorded: Option<(u32, u32)> = None;
+    let (screen, source) = match (args.screen, recorded) {
+        (Some(s), _) => (Some(s), ScreenSource::Option),
+        (None, Some(s)) => (Some(s), ScreenSource::Recorded),
+        (None, None) => (None, ScreenSource::Unknown),
+    };
+    let view = from_log::view(&l, point, &domains, mask.as_deref(), screen)?;
+    Ok((view, source))
+}
+
+/// Builds the report of a view.
+pub fn build(view: GpuView, screen_source: ScreenSource, args: &GpuOptions) -> GpuReport {
+    let limit = match args.limit {
+        None => DEFAULT_GPU_LIMIT,
+        Some(0) => usize::MAX,
+        Some(n) => n,
+    };
+    let pivots = pivots(&view, args.small.unwrap_or(DEFAULT_SMALL), limit);
+    GpuReport { schema: SCHEMA_VERSION, screen_source, context: args.context.clone(), pivots, view }
+}
+
+fn owners_text(owners: &[Owner]) -> String {
+    owners
+        .iter()
+        .map(|o| {
+            let name = if o.context.is_empty() { "(no context)" } else { o.context.as_str() };
+            format!("{name} ({})", size(o.bytes))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn context_text(c: &str) -> &str {
+    if c.is_empty() {
+        "(no context)"
+    } else {
+        c
+    }
+}
+
+fn dims(r: &ResourceRow) -> String {
+    let mut s = format!("{}x{}", r.width, r.height);
+    if r.depth_or_layers > 1 {
+        let _ = write!(s, "x{}", r.depth_or_layers);
+    }
+    s
+}
+
+fn name_text(r: &ResourceRow) -> &str {
+    if r.name.is_empty() {
+        "(unnamed)"
+    } else {
+        &r.name
+    }
+}
+
+fn format_text(f: &str) -> &str {
+    if f.is_empty() {
+        "(none)"
+    } else {
+        f
+    }
+}
+
+fn share(ppm: u64) -> String {
+    percent(Some(ppm as f64 / 1_000_000.0))
+}
+
+impl GpuReport {
+    /// The report as text.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let _ = self.write_text(&mut o);
+        o
+    }
+
+    fn write_text(&self, o: &mut String) -> std::fmt::Result {
+        match &self.view.source {
+            GpuSource::Log { path, point } => writeln!(o, "GPU memory of {path}, {point}")?,
+            GpuSource::Dump { path, format } => writeln!(o, "GPU memory of {path} ({format} dump)")?,
+        }
+        if let Some(c) = &self.context {
+            writeln!(o, "Resources allocated in context {c} and below")?;
+        }
+        writeln!(o)?;
+        if self.view.domains.is_empty() {
+            writeln!(o, "No GPU domains: the log defines none (memreplay::Domain::define with a GPU kind).")?;
+            return Ok(());
+        }
+        writeln!(o, "Domains")?;
+        let mut t = Table::new(&[
+            ("domain", Align::Left),
+            ("kind", Align::Left),
+            ("live", Align::Right),
+            ("allocations", Align::Right),
+            ("peak", Align::Right),
+            ("peak at", Align::Left),
+            ("capacity", Align::Right),
+            ("peak/capacity", Align::Right),
+        ]);
+        for d in &self.view.domains {
+            let name = match d.parent.and_then(|p| self.view.domains.iter().find(|x| x.id == p)) {
+                Some(p) => format!("{} (in {})", d.name, p.name),
+                None => d.name.clone(),
+            };
+            let (peak, when) = match &d.peak {
+                Some(p) => {
+                    let mut when = crate::time::format_ms(p.time_ns);
+                    if let Some(l) = &p.after_label {
+                        let _ = write!(when, " after \"{l}\"");
+                    }
+                    (size(p.bytes), when)
+                }
+                None => ("-".into(), String::new()),
+            };
+            let cap = if d.capacity == 0 { "-".into() } else { size(d.capacity) };
+            let ratio = match (&d.peak, d.capacity) {
+                (Some(p), c) if c > 0 => percent(Some(p.bytes as f64 / c as f64)),
+                _ => "-".into(),
+            };
+            t.row(vec![name, d.kind.clone(), size(d.live_bytes), d.live_count.to_string(), peak, when, cap, ratio]);
+        }
+        o.push_str(&t.render(2));
+        self.write_budgets(o)?;
+        self.write_pivots(o)
+    }
+
+    fn write_budgets(&self, o: &mut String) -> std::fmt::Result {
+        let with: Vec<&GpuDomain> = self.view.domains.iter().filter(|d| d.budget.is_some()).collect();
+        if with.is_empty() {
+            return Ok(());
+        }
+        writeln!(o, "\nBudget (as the driver reported it)")?;
+        let mut t = Table::new(&[
+            ("domain", Align::Left),
+            ("budget", Align::Right),
+            ("usage", Align::Right),
+            ("lowest budget", Align::Right),
+            ("peak usage", Align::Right),
+            ("peak/lowest budget", Align::Right),
+            ("samples", Align::Right),
+            ("over budget", Align::Right),
+        ]);
+        for d in &with {
+            let b = d.budget.as_ref().expect("filtered");
+            t.row(vec![
+                d.name.clone(),
+                size(b.budget),
+                size(b.usage),
+                size(b.min_budget),
+                size(b.peak_usage),
+                percent(crate::table::ratio(b.peak_usage, b.min_budget)),
+                b.samples.to_string(),
+                plural(b.over_budget.len() as u64, "interval"),
+            ]);
+        }
+        o.push_str(&t.render(2));
+        for d in &with {
+            for i in &d.budget.as_ref().expect("filtered").over_budget {
+                let after = i.after_label.as_ref().map(|l| format!(" after \"{l}\"")).unwrap_or_default();
+                writeln!(
+                    o,
+                    "  {} over budget from {} to {}{after}, by up to {}",
+                    d.name,
+                    crate::time::format_ms(i.from_ns),
+                    crate::time::format_ms(i.to_ns),
+                    size(i.max_excess)
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_pivots(&self, o: &mut String) -> std::fmt::Result {
+        let p = &self.pivots;
+        writeln!(o, "\nResources live: {} in {}", size(p.total.bytes), plural(p.total.count, "allocation"))?;
+        if p.total.count == 0 {
+            return Ok(());
+        }
+        writeln!(o, "\nBy kind")?;
+        let mut t = Table::new(&[
+            ("kind", Align::Left),
+            ("count", Align::Right),
+            ("bytes", Align::Right),
+            ("share", Align::Right),
+            ("largest owners", Align::Left),
+        ]);
+        for r in &p.by_kind {
+            t.row(vec![
+                r.kind.name().into(),
+                r.count.to_string(),
+                size(r.bytes),
+                share(r.share_ppm),
+                owners_text(&r.owners),
+            ]);
+        }
+        o.push_str(&t.render(2));
+
+        if !p.by_dimensions.is_empty() {
+            writeln!(o, "\nBy dimensions (textures and targets)")?;
+            let mut t = Table::new(&[
+                ("width x height", Align::Left),
+                ("count", Align::Right),
+                ("bytes", Align::Right),
+                ("share", Align::Right),
+                ("kinds", Align::Left),
+                ("largest owners", Align::Left),
+            ]);
+            for r in &p.by_dimensions {
+                let kinds: Vec<&str> = r.kinds.iter().map(|k| k.name()).collect();
+                t.row(vec![
+                    format!("{}x{}", r.width, r.height),
+                    r.count.to_string(),
+                    size(r.bytes),
+                    share(r.share_ppm),
+                    kinds.join(", "),
+                    owners_text(&r.owners),
+                ]);
+            }
+            o.push_str(&t.render(2));
+            if p.dimensions_total > p.by_dimensions.len() {
+                writeln!(o, "  ({} more sizes; --limit 0 lists all)", p.dimensions_total - p.by_dimensions.len())?;
+            }
+        }
+
+        match p.screen {
+            None => writeln!(
+                o,
+                "\nScreen-sized targets: the screen size is unknown (the game records it with \
+                 memreplay::display_size; or pass --screen WIDTHxHEIGHT)"
+            )?,
+            Some((w, h)) => {
+                let from = match self.screen_source {
+                    ScreenSource::Recorded => "recorded",
+                    ScreenSource::Option => "--screen",
+                    ScreenSource::Unknown => "unknown",
+                };
+                writeln!(
+                    o,
+                    "\nScreen-sized targets (screen {w}x{h}, {from}): {} in {}",
+                    size(p.screen_sized_total.bytes),
+                    plural(p.screen_sized_total.count, "target")
+                )?;
+                let mut t = Table::new(&[
+                    ("name", Align::Left),
+                    ("kind", Align::Left),
+                    ("size", Align::Left),
+                    ("of screen", Align::Right),
+                    ("format", Align::Left),
+                    ("bytes", Align::Right),
+                    ("context", Align::Left),
+                ]);
+                for r in &p.screen_sized {
+                    let x = &r.resource;
+                    t.row(vec![
+                        name_text(x).into(),
+                        x.kind.name().into(),
+                        dims(x),
+                        r.fraction.clone(),
+                        format_text(&x.format).into(),
+                        size(x.size),
+                        context_text(&x.context).into(),
+                    ]);
+                }
+                if !p.screen_sized.is_empty() {
+                    o.push_str(&t.render(2));
+                }
+            }
+        }
+
+        if p.npot_total.count > 0 {
+            writeln!(
+                o,
+                "\nNon-power-of-two textures with mips: {} in {}; rounding each side down would save {}, up would cost {}",
+                size(p.npot_total.bytes),
+                plural(p.npot_total.count, "texture"),
+                size(p.npot_save),
+                size(p.npot_cost)
+            )?;
+            let mut t = Table::new(&[
+                ("name", Align::Left),
+                ("size", Align::Left),
+                ("mips", Align::Right),
+                ("format", Align::Left),
+                ("bytes", Align::Right),
+                ("texel data", Align::Right),
+                ("down to", Align::Left),
+                ("saves", Align::Right),
+                ("up to", Align::Left),
+                ("costs", Align::Right),
+                ("context", Align::Left),
+            ]);
+            for r in &p.npot {
+                let x = &r.resource;
+                let pow = |p: &Option<super::pivots::PowerOfTwo>| match p {
+                    Some(p) => (format!("{}x{}", p.width, p.height), size(p.delta)),
+                    None => ("-".into(), "-".into()),
+                };
+                let (down, saves) = pow(&r.down);
+                let (up, costs) = pow(&r.up);
+                t.row(vec![
+                    name_text(x).into(),
+                    dims(x),
+                    x.mip_levels.to_string(),
+                    if r.texel_bytes.is_some() { format_text(&x.format).into() } else { "unknown format".into() },
+                    size(x.size),
+                    r.texel_bytes.map_or_else(|| "-".into(), size),
+                    down,
+                    saves,
+                    up,
+                    costs,
+                    context_text(&x.context).into(),
+                ]);
+            }
+            o.push_str(&t.render(2));
+        }
+
+        let s = &p.small;
+        writeln!(
+            o,
+            "\nSmall resources (under {}): {} in {}",
+            size(s.below),
+            size(s.total.bytes),
+            plural(s.total.count, "resource")
+        )?;
+        if s.total.count > 0 {
+            let mut t = Table::new(&[
+                ("kind", Align::Left),
+                ("count", Align::Right),
+                ("bytes", Align::Right),
+                ("largest owners", Align::Left),
+            ]);
+            for r in &s.by_kind {
+                t.row(vec![r.kind.name().into(), r.count.to_string(), size(r.bytes), owners_text(&r.owners)]);
+            }
+            o.push_str(&t.render(2));
+        }
+
+        writeln!(
+            o,
+            "\nPadding (allocated beyond the texel data of format, size, layers and mips): {} over {}",
+            size(p.padding_bytes),
+            plural(p.padding_total.count, "resource")
+        )?;
+        if !p.padding.is_empty() {
+            let mut t = Table::new(&[
+                ("name", Align::Left),
+                ("kind", Align::Left),
+                ("size", Align::Left),
+                ("mips", Align::Right),
+                ("format", Align::Left),
+                ("bytes", Align::Right),
+                ("texel data", Align::Right),
+                ("padding", Align::Right),
+                ("context", Align::Left),
+            ]);
+            for r in &p.padding {
+                let x = &r.resource;
+                t.row(vec![
+                    name_text(x).into(),
+                    x.kind.name().into(),
+                    dims(x),
+                    x.mip_levels.to_string(),
+                    x.format.clone(),
+                    size(x.size),
+                    size(r.texel_bytes),
+                    size(r.padding),
+                    context_text(&x.context).into(),
+                ]);
+            }
+            o.push_str(&t.render(2));
+        }
+        let u = &p.unchecked;
+        for (a, what) in [
+            (u.unknown_format, "with an unknown format (or none), not checked"),
+            (u.no_dimensions, "described without dimensions, not checked"),
+            (u.undersized, "allocated smaller than their texel data (descriptor and allocation disagree)"),
+        ] {
+            if a.count > 0 {
+                writeln!(o, "  {} ({}) {what}", plural(a.count, "resource"), size(a.bytes))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `replay-cli gpu LOG`: replays the log and returns the report's text or JSON.
+pub fn run(args: &GpuOptions, progress: Progress) -> Result<String, Error> {
+    let (view, screen_source) = build_view(args, progress)?;
+    let report = build(view, screen_source, args);
+    Ok(if args.json { crate::loaded::to_json(&report) } else { report.to_text() })
+}
