@@ -36,7 +36,12 @@
 //!   it).
 //! - Each memory type's default pool (D3D12: each heap type's default pool) and each custom
 //!   pool that has blocks is a sub-allocating domain of kind `pool` whose parent is its
-//!   heap, numbered after the heaps. Its capacity is the sum of its blocks' sizes.
+//!   heap, numbered after the heaps. Its capacity is the sum of its blocks' sizes. D3D12
+//!   heap types lie where D3D12MA counts them: `DEFAULT` and `GPU_UPLOAD` in `L1`, `UPLOAD`
+//!   and `READBACK` in `L0`, a `CUSTOM` pool in `L1` when its flags say `MEMORY_POOL_L1`
+//!   and in `L0` otherwise; everything in `L0` on a UMA adapter. On resource heap tier 1
+//!   D3D12MA lists a heap type's committed resources under each of its three sub-types:
+//!   they are read from the first only.
 //! - Each block is a [`GpuBlock`] of the heap domain, with the pool domain as its
 //!   `sub_domain` and its non-`FREE` sub-allocations as [`SubAllocation`]s; its name is
 //!   `Block <id>` with the dump's block id.
@@ -192,12 +197,12 @@ pub fn parse_dump(text: &str) -> Result<GpuView> {
 #[derive(Clone, Copy)]
 struct At<'a> {
     value: &'a Value,
-    /// The path of the value's parent and the value's step from it, kept apart so that a
-    /// path is only built for an error.
-    parent: Option<&'a PathNode<'a>>,
+    /// The value's path as a chain of steps on the stack of the calls walking down to it
+    /// (`None` for the root), so that a path is only written out for an error.
+    node: Option<&'a PathNode<'a>>,
 }
 
-/// One step of a path.
+/// The last step of a path, and the path before it.
 struct PathNode<'a> {
     parent: Option<&'a PathNode<'a>>,
     step: Step<'a>,
@@ -246,26 +251,20 @@ fn describe(value: &Value) -> String {
     }
 }
 
-/// An object's entries, each with its path node (built by the caller, who owns them).
+/// An object's entries with their path nodes, which this owns for the `At`s it lends.
 struct Entries<'a> {
-    nodes: Vec<(PathNode<'a>, &'a Value)>,
+    nodes: Vec<(&'a str, PathNode<'a>, &'a Value)>,
 }
 
-impl<'a> Entries<'a> {
+impl Entries<'_> {
     fn iter(&self) -> impl Iterator<Item = (&str, At<'_>)> {
-        self.nodes.iter().map(|(node, value)| {
-            let key = match node.step {
-                Step::Key(k) => k,
-                Step::Index(_) => "",
-            };
-            (key, At { value, parent: Some(node) })
-        })
+        self.nodes.iter().map(|(key, node, value)| (*key, At { value, node: Some(node) }))
     }
 }
 
 impl<'a> At<'a> {
     fn path(&self) -> String {
-        path_text(self.parent)
+        path_text(self.node)
     }
 
     fn fail(&self, problem: impl Into<String>) -> DumpError {
@@ -292,9 +291,12 @@ impl<'a> At<'a> {
         self.value.as_str().ok_or_else(|| self.wrong("a string"))
     }
 
-    /// The path node of a child, to build `At`s from.
-    fn key_node(&self, key: &'a str) -> PathNode<'a> {
-        PathNode { parent: self.parent, step: Step::Key(key) }
+    /// The path node of the field `key`, to build its `At` from.
+    fn key_node<'k>(&self, key: &'k str) -> PathNode<'k>
+    where
+        'a: 'k,
+    {
+        PathNode { parent: self.node, step: Step::Key(key) }
     }
 
     /// The object's field `key`, or `None`; an error when this is not an object.
@@ -308,12 +310,9 @@ impl<'a> At<'a> {
     }
 }
 
-/// Reads a field as a type, with the path of the field in the error. A macro-free helper:
-/// the child path node lives on the stack of this call only.
+/// The field `key` as an integer; errors name the field.
 fn field_u64(at: &At<'_>, key: &str) -> Result<u64> {
-    let value = at.need(key)?;
-    let node = PathNode { parent: at.parent, step: Step::Key(key) };
-    At { value, parent: Some(&node) }.u64()
+    with_field(at, key, |field| field.u64())
 }
 
 fn opt_field_u64(at: &At<'_>, key: &str) -> Result<Option<u64>> {
@@ -323,10 +322,9 @@ fn opt_field_u64(at: &At<'_>, key: &str) -> Result<Option<u64>> {
     }
 }
 
+/// The field `key` as a string; errors name the field.
 fn field_str(at: &At<'_>, key: &str) -> Result<String> {
-    let value = at.need(key)?;
-    let node = PathNode { parent: at.parent, step: Step::Key(key) };
-    At { value, parent: Some(&node) }.str().map(str::to_owned)
+    with_field(at, key, |field| field.str().map(str::to_owned))
 }
 
 fn opt_field_str(at: &At<'_>, key: &str) -> Result<Option<String>> {
@@ -342,8 +340,8 @@ fn field_flags(at: &At<'_>, key: &str) -> Result<Vec<String>> {
     let Some(value) = at.get(key)? else {
         return Ok(Vec::new());
     };
-    let node = PathNode { parent: at.parent, step: Step::Key(key) };
-    let list = At { value, parent: Some(&node) };
+    let node = at.key_node(key);
+    let list = At { value, node: Some(&node) };
     let mut flags = Vec::new();
     for (i, item) in list.array()?.iter().enumerate() {
         match item {
@@ -351,7 +349,7 @@ fn field_flags(at: &At<'_>, key: &str) -> Result<Vec<String>> {
             Value::Number(_) => {}
             other => {
                 let item_node = PathNode { parent: Some(&node), step: Step::Index(i) };
-                return Err(At { value: other, parent: Some(&item_node) }.wrong("a flag name or number"));
+                return Err(At { value: other, node: Some(&item_node) }.wrong("a flag name or number"));
             }
         }
     }
@@ -359,14 +357,14 @@ fn field_flags(at: &At<'_>, key: &str) -> Result<Vec<String>> {
 }
 
 /// Calls `f` with the field `key` (which must be there).
-fn with_field<'a, T>(at: &At<'a>, key: &'a str, f: impl FnOnce(At<'_>) -> Result<T>) -> Result<T> {
+fn with_field<T>(at: &At<'_>, key: &str, f: impl FnOnce(At<'_>) -> Result<T>) -> Result<T> {
     let value = at.need(key)?;
     let node = at.key_node(key);
-    f(At { value, parent: Some(&node) })
+    f(At { value, node: Some(&node) })
 }
 
 /// Calls `f` with the field `key`, or returns `None` when it is absent.
-fn with_opt_field<'a, T>(at: &At<'a>, key: &'a str, f: impl FnOnce(At<'_>) -> Result<T>) -> Result<Option<T>> {
+fn with_opt_field<T>(at: &At<'_>, key: &str, f: impl FnOnce(At<'_>) -> Result<T>) -> Result<Option<T>> {
     match at.get(key)? {
         None => Ok(None),
         Some(_) => with_field(at, key, f).map(Some),
@@ -376,16 +374,14 @@ fn with_opt_field<'a, T>(at: &At<'a>, key: &'a str, f: impl FnOnce(At<'_>) -> Re
 /// The entries of the object `at`.
 fn entries<'a>(at: &At<'a>) -> Result<Entries<'a>> {
     let map = at.object()?;
-    Ok(Entries {
-        nodes: map.iter().map(|(k, v)| (PathNode { parent: at.parent, step: Step::Key(k.as_str()) }, v)).collect(),
-    })
+    Ok(Entries { nodes: map.iter().map(|(k, v)| (k.as_str(), at.key_node(k.as_str()), v)).collect() })
 }
 
 /// Calls `f` on each item of the array `at`.
 fn each_item(at: &At<'_>, mut f: impl FnMut(At<'_>) -> Result<()>) -> Result<()> {
     for (i, value) in at.array()?.iter().enumerate() {
-        let node = PathNode { parent: at.parent, step: Step::Index(i) };
-        f(At { value, parent: Some(&node) })?;
+        let node = PathNode { parent: at.node, step: Step::Index(i) };
+        f(At { value, node: Some(&node) })?;
     }
     Ok(())
 }
@@ -475,30 +471,24 @@ struct Dump {
 }
 
 fn read_any(root: &Value) -> Result<Dump> {
-    let at = At { value: root, parent: None };
+    let at = At { value: root, node: None };
     let Some(map) = root.as_object() else {
         return Err(DumpError::new(
             "",
             format!("not a VMA or D3D12MA dump: the JSON is {}, not an object", describe(root)),
         ));
     };
-    let general = match map.get("General") {
-        Some(g) => g,
-        None => {
-            let vma2 = map.contains_key("Heap 0")
-                || map.get("Total").and_then(Value::as_object).is_some_and(|t| t.contains_key("Blocks"));
-            let problem = if vma2 {
-                "a VMA 2.x dump (from vk_mem_alloc.h before 3.0), which this reader does not read: \
-                 write it with VMA 3.x"
-                    .to_owned()
-            } else {
-                "neither a VMA nor a D3D12MA dump: \"General\" is missing (a dump has \"General\", \
-                 \"Total\" and \"MemoryInfo\")"
-                    .to_owned()
-            };
-            return Err(DumpError::new("", problem));
-        }
-    };
+    if !map.contains_key("General") {
+        let vma2 = map.contains_key("Heap 0")
+            || map.get("Total").and_then(Value::as_object).is_some_and(|t| t.contains_key("Blocks"));
+        let problem = if vma2 {
+            "a VMA 2.x dump (from vk_mem_alloc.h before 3.0), which this reader does not read: write it with VMA 3.x"
+        } else {
+            "neither a VMA nor a D3D12MA dump: \"General\" is missing (a dump has \"General\", \"Total\" and \
+             \"MemoryInfo\")"
+        };
+        return Err(DumpError::new("", problem));
+    }
     let api = with_field(&at, "General", |g| field_str(&g, "API"))?;
     let format = match api.as_str() {
         "Vulkan" => Format::Vma,
@@ -523,7 +513,7 @@ fn read_any(root: &Value) -> Result<Dump> {
     }
     match format {
         Format::Vma => read_vma(&at, total),
-        Format::D3d12ma => read_d3d12ma(&at, general, total),
+        Format::D3d12ma => read_d3d12ma(&at, total),
     }
 }
 
@@ -652,10 +642,11 @@ fn d3d12_heap_type(key: &str) -> Option<(usize, usize)> {
     })
 }
 
-fn read_d3d12ma(at: &At<'_>, general: &Value, total: Stats) -> Result<Dump> {
-    let general_at = |key: &str| general.get(key).and_then(Value::as_u64);
-    let dedicated_video = general_at("DedicatedVideoMemory");
-    let shared_system = general_at("SharedSystemMemory");
+fn read_d3d12ma(at: &At<'_>, total: Stats) -> Result<Dump> {
+    let (dedicated_video, shared_system, uma) = with_field(at, "General", |general| {
+        let uma = with_opt_field(&general, "UMA", |uma| uma.value.as_bool().ok_or_else(|| uma.wrong("true or false")))?;
+        Ok((opt_field_u64(&general, "DedicatedVideoMemory")?, opt_field_u64(&general, "SharedSystemMemory")?, uma))
+    })?;
     let mut found = [None, None];
     with_field(at, "MemoryInfo", |info| {
         for (key, group) in entries(&info)?.iter() {
@@ -672,10 +663,8 @@ fn read_d3d12ma(at: &At<'_>, general: &Value, total: Stats) -> Result<Dump> {
         Ok(())
     })?;
     let has_l1 = found[1].is_some();
-    let uma = match general.get("UMA") {
-        Some(Value::Bool(b)) => *b,
-        _ => !has_l1,
-    };
+    // Older dumps do not say: a UMA adapter has no L1.
+    let uma = uma.unwrap_or(!has_l1);
     if found[0].is_none() || (!uma && !has_l1) {
         let missing = if found[0].is_none() { "L0" } else { "L1" };
         return Err(DumpError::new("\"MemoryInfo\"", format!("\"{missing}\" is missing")));
@@ -1566,6 +1555,8 @@ resource 4 @0 8388608 texture "Volumetric fog"
             "\"DefaultPools\".\"READBACK\".\"DedicatedAllocations\"[0].\"Type\": expected a string, found the \
              number 1"
         );
+        let uma = edited(D3D12MA, |v| v["General"]["UMA"] = Value::from("no"));
+        assert_eq!(error(&uma), "\"General\".\"UMA\": expected true or false, found the string \"no\"");
         let stray_type = edited(VMA, |v| {
             let pools = v["DefaultPools"].as_object_mut().unwrap();
             let pool = pools.remove("Type 2").unwrap();
