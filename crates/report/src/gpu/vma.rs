@@ -136,7 +136,7 @@ type Result<T> = std::result::Result<T, DumpError>;
 
 /// Reads a VMA or D3D12MA JSON dump from a file into a view (see the module's
 /// documentation). Errors name the file.
-pub fn read_dump(path: &Path) -> Result<GpuView> {
+pub fn read_dump(path: &Path) -> std::result::Result<GpuView, DumpError> {
     let shown = path.display().to_string();
     let with_file = |mut e: DumpError| {
         e.file = Some(shown.clone());
@@ -179,7 +179,7 @@ fn decode(bytes: &[u8]) -> Result<String> {
 
 /// Reads a VMA or D3D12MA JSON dump's text into a view (see the module's documentation);
 /// the view's source path is empty ([`read_dump`] fills it in).
-pub fn parse_dump(text: &str) -> Result<GpuView> {
+pub fn parse_dump(text: &str) -> std::result::Result<GpuView, DumpError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let root: Value = serde_json::from_str(text).map_err(|e| {
         let what = if e.is_eof() { "the JSON ends early (a truncated dump?)" } else { "not valid JSON" };
