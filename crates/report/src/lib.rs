@@ -77,6 +77,7 @@ pub use gpu::{
     Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow, ScreenSource, Small, SubAllocation, Unchecked,
     DEFAULT_GPU_LIMIT, DEFAULT_SMALL,
 };
+pub use gpu::{diff_dumps, parse_dump, read_dump, Change, DomainChange, DumpDiff, DumpError};
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};
 pub use info::{Info, LogBytes, RecordBytes};
 pub use instances::{build as build_instances, Instances};

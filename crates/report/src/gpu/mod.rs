@@ -25,3 +25,4 @@ pub use report::{
     build as build_gpu, build_view as build_gpu_view, parse_gpu_at, parse_screen, run as run_gpu, GpuAt, GpuOptions,
     GpuReport, ScreenSource, DEFAULT_GPU_LIMIT,
 };
+pub use vma::{diff_dumps, parse_dump, read_dump, Change, DomainChange, DumpDiff, DumpError};
