@@ -36,6 +36,7 @@ use memreplay_replay::ReplayState;
 use memreplay_replay::{FxMap, Held, NodeId, ROOT};
 use memreplay_symbols::{SymbolStats, Symbolizer};
 
+use crate::gpu::{self, GpuView};
 use crate::leaks::{self, Leaks};
 use crate::select::{held_now, Point};
 use crate::sites::Metric;
@@ -84,6 +85,10 @@ pub struct HtmlReport {
     pub tree: TreeData,
     /// Index in `tree.points` the views open at (`--at`, else the end).
     pub initial_point: usize,
+    /// The GPU section's HTML (`gpu::html`), when the log has a GPU domain and a GPU view
+    /// was given; written into the page as it is, not into the island.
+    #[serde(skip)]
+    pub gpu_section: Option<String>,
 }
 
 /// Memory over time.
@@ -213,8 +218,14 @@ impl Default for HtmlOptions {
 }
 
 /// Builds the data of the page. `l.sel.limit` cuts the lists (leaks, sites, ...);
-/// `syms` names their callstacks.
-pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<HtmlReport, Error> {
+/// `syms` names their callstacks. `gpu`, the GPU view of the log at the selection's
+/// point, gives the page its GPU section when the log has a GPU domain.
+pub fn build(
+    l: &Loaded,
+    opts: &HtmlOptions,
+    syms: &mut Symbolizer,
+    gpu: Option<&GpuView>,
+) -> Result<HtmlReport, Error> {
     let state = l.state();
     let mut summary = summarize::build(l);
     for s in &mut summary.sites {
@@ -230,6 +241,7 @@ pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<Ht
     let domain_groups = l.sel.domains.iter().map(|&d| group(state, d)).collect();
     let (tree, out_of, label_points, initial_point) = tree(l, opts);
     let timeline = timeline(l, &out_of, &label_points);
+    let gpu_section = gpu.filter(|_| has_gpu_domain(state)).map(|view| gpu::html::section(view, state, &l.sel));
     Ok(HtmlReport {
         schema_version: SCHEMA_VERSION,
         report: "html",
@@ -242,10 +254,16 @@ pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<Ht
         timeline,
         tree,
         initial_point,
+        gpu_section,
     })
 }
 
-fn group(state: &ReplayState, domain: u32) -> &'static str {
+/// Whether the log defines a GPU domain (GPU-local or GPU-shared).
+fn has_gpu_domain(state: &ReplayState) -> bool {
+    state.domain_info.values().any(|d| matches!(d.kind, DomainKind::GpuLocal | DomainKind::GpuShared))
+}
+
+pub(crate) fn group(state: &ReplayState, domain: u32) -> &'static str {
     if !state.is_top_level_domain(domain) {
         return "pool";
     }
@@ -511,11 +529,15 @@ fn escape_island(json: &str) -> String {
 pub fn render(report: &HtmlReport) -> String {
     // Split on the placeholders once; the inserted texts are never searched again.
     let (head, rest) = PAGE.split_once("/*@CSS@*/").expect("page.html has the CSS placeholder");
+    let (body, rest) = rest.split_once("@GPU@").expect("page.html has the GPU section's placeholder");
     let (mid, rest) = rest.split_once("@DATA@").expect("page.html has the data placeholder");
     let (mid2, tail) = rest.split_once("/*@JS@*/").expect("page.html has the JS placeholder");
-    let mut page = Vec::with_capacity(PAGE.len() + CSS.len() + JS.len());
+    let gpu = report.gpu_section.as_deref().unwrap_or("");
+    let mut page = Vec::with_capacity(PAGE.len() + CSS.len() + JS.len() + gpu.len());
     page.extend_from_slice(head.as_bytes());
     page.extend_from_slice(CSS.as_bytes());
+    page.extend_from_slice(body.as_bytes());
+    page.extend_from_slice(gpu.as_bytes());
     page.extend_from_slice(mid.as_bytes());
     let at = page.len();
     serde_json::to_writer(&mut page, &island(report)).expect("the report serializes");

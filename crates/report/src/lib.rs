@@ -72,7 +72,9 @@ pub use export::{ExportFormat, CSV_COLUMNS};
 pub use flame::{folded as build_folded, svg as flame_svg, FlameOptions, Folded};
 pub use frees::{build as build_frees, Frees, FreesOptions};
 pub use gpu::{
-    GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
+    domain_figures as gpu_domain_figures, figures as gpu_block_figures, svg as gpu_block_map_svg,
+    to_text as gpu_block_map_text, BlockFigures, DomainBlockFigures, GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak,
+    GpuResource, GpuSource, GpuView, OverBudget, SubAllocation, TEXT_COLUMNS as GPU_BLOCK_MAP_COLUMNS,
 };
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};
 pub use info::{Info, LogBytes, RecordBytes};

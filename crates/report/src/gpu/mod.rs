@@ -7,8 +7,11 @@
 
 mod blockmap;
 mod budget;
+pub(crate) mod html;
 mod model;
 mod vma;
+
+pub use blockmap::{domain_figures, figures, svg, to_text, BlockFigures, DomainBlockFigures, TEXT_COLUMNS};
 
 pub use model::{
     GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
