@@ -1002,6 +1002,97 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::{GpuBlock, GpuKind, GpuSource, SubAllocation};
+    use crate::{load, Progress, ReportOptions};
+    use memreplay_format::{header_flags, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR};
+
+    /// A log with a heap allocation in a context and, if `gpu`, a VRAM allocation.
+    fn write_log(name: &str, gpu: bool) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("memreplay-{}-{name}.mrl", std::process::id()));
+        let header = FileHeader {
+            version_major: VERSION_MAJOR,
+            version_minor: VERSION_MINOR,
+            flags: header_flags::CALLSTACKS_ON_ALLOC,
+            pointer_width: 8,
+            pid: 9,
+            start_unix_ns: 0,
+            ticks_per_second: 1_000_000_000,
+            max_stack_depth: 16,
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            exe_path: "/games/forest".into(),
+            recorder: "memreplay test".into(),
+        };
+        let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header).unwrap();
+        let mut meta = EventEncoder::new();
+        for (id, text) in [(1, "Level"), (2, "Forest"), (3, "vram.local")] {
+            meta.push(&Event::DefineString { id, text: text.into() });
+        }
+        meta.push(&Event::DefineContextType { id: 1, name: 1 });
+        let kind = if gpu { DomainKind::GpuLocal } else { DomainKind::Other };
+        meta.push(&Event::DefineDomain { id: 1, name: 3, kind, capacity: 1 << 30, parent: None });
+        w.write_block(0, &mut meta).unwrap();
+        let mut main = EventEncoder::new();
+        main.push(&Event::Time { ns: 1_000 });
+        main.push(&Event::ContextPush { ty: 1, name: 2, flags: 0 });
+        main.push(&Event::Alloc { seq: 2, domain: 0, addr: 0x100, size: 640, align_log2: 3, stack: 0 });
+        main.push(&Event::Alloc { seq: 4, domain: 1, addr: 0x10_0000, size: 4096, align_log2: 8, stack: 0 });
+        main.push(&Event::ContextPop);
+        main.push(&Event::Time { ns: 2_000 });
+        w.write_block(1, &mut main).unwrap();
+        w.finish(0, 3_000).unwrap();
+        path
+    }
+
+    fn page(gpu_log: bool, view: Option<&GpuView>) -> String {
+        let path = write_log(if gpu_log { "gpu" } else { "cpu" }, gpu_log);
+        let loaded = load(&ReportOptions::new(&path), Progress::Hidden).unwrap();
+        let mut syms = crate::callstacks::symbolizer(&loaded, &Default::default()).unwrap();
+        let report = build(&loaded, &HtmlOptions::default(), &mut syms, view).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        render(&report)
+    }
+
+    /// The GPU section goes between the contexts and the leaks, when the log has a GPU
+    /// domain and a view is given; the page is the same as before otherwise.
+    #[test]
+    fn the_gpu_section_goes_into_the_page() {
+        let view = GpuView {
+            source: GpuSource::Log { path: "game.mrl".into(), point: "at the end".into() },
+            domains: Vec::new(),
+            resources: Vec::new(),
+            blocks: vec![GpuBlock {
+                domain: 1,
+                sub_domain: 2,
+                addr: 0x10_0000,
+                size: 4096,
+                name: String::new(),
+                context: String::new(),
+                allocations: vec![SubAllocation {
+                    offset: 0,
+                    size: 1024,
+                    kind: GpuKind::Texture,
+                    name: "rock".into(),
+                    context: "Level:Forest".into(),
+                }],
+            }],
+            screen: None,
+        };
+        let with = page(true, Some(&view));
+        let (tree, gpu, leaks) = (
+            with.find("id=\"tree-panel\"").unwrap(),
+            with.find("id=\"gpu-panel\"").unwrap(),
+            with.find("id=\"leaks-panel\"").unwrap(),
+        );
+        assert!(tree < gpu && gpu < leaks);
+        assert!(!with.contains("@GPU@"));
+        assert!(with.contains(
+            "<tr><td class=\"l\">Level:Forest</td><td data-v=\"640\">640 B</td><td data-v=\"4096\">4.0 KiB</td></tr>"
+        ));
+        let without = page(true, None);
+        assert!(!without.contains("id=\"gpu-panel\"") && !without.contains("@GPU@"));
+        assert!(!page(false, Some(&view)).contains("id=\"gpu-panel\""), "no GPU domain, no GPU section");
+    }
 
     /// The summary's labels, serialized beside its JSON value, come out as the value of
     /// the whole summary would have them, byte for byte.

@@ -332,7 +332,7 @@ const MIN_BLOCK_PX: f64 = 8.0;
 
 const FREE_FILL: &str = "#e6e8ec";
 const OVERLAP_FILL: &str = "#d62728";
-const PAST_END_FILL: &str = "#d62728";
+const PAST_END_FILL: &str = "#7a0c0c";
 const OUTLINE: &str = "#8a93a6";
 const TINY_STROKE: &str = "#1d2330";
 
@@ -407,8 +407,8 @@ fn common_scale(view: &GpuView) -> Option<f64> {
 /// Per sub-allocating domain a heading with its figures, then each block as a bar drawn
 /// to scale: sub-allocations coloured by [`GpuKind`], free ranges grey, allocations
 /// narrower than two pixels drawn two pixels wide and taller than the bar ("tiny"),
-/// bytes inside two sub-allocations or more in red on top, and a red mark after the bar
-/// when sub-allocations reach past the block's end. Every rectangle has a hover text;
+/// bytes inside two sub-allocations or more as a red strip over the bar's lower half, and
+/// a dark red mark after the bar when sub-allocations reach past the block's end. Every rectangle has a hover text;
 /// under each bar, the block's figures. All blocks share one scale unless the smallest
 /// would be under 8 pixels wide; then each is drawn to its own, and the headings say so.
 pub fn svg(view: &GpuView, title: &str) -> String {
@@ -504,9 +504,9 @@ fn legend(out: &mut String, y: f64) {
     );
     item(
         out,
-        &format!(r#"fill="{OVERLAP_FILL}" fill-opacity="0.6""#),
+        &format!(r#"fill="{OVERLAP_FILL}""#),
         "overlapping",
-        "bytes inside two sub-allocations or more",
+        "bytes inside two sub-allocations or more: a red strip over the lower half of the bar",
     );
     item(out, &format!(r#"fill="{PAST_END_FILL}""#), "past the end", "sub-allocations reaching past the block's end");
 }
@@ -585,14 +585,16 @@ fn block_bar(
             rect(out, x, y, w, BAR_H, &format!(r#"fill="{}""#, kind_colour(a.kind)), &hover);
         }
     }
+    // Overlaps: a red strip over the lower half of the bar, the sub-allocations' colours
+    // still showing above it.
     for &(a, b) in &s.overlaps {
         rect(
             out,
             x_of(a),
-            y,
+            y + BAR_H / 2.0,
             (x_of(b) - x_of(a)).max(1.0),
-            BAR_H,
-            &format!(r#"fill="{OVERLAP_FILL}" fill-opacity="0.6""#),
+            BAR_H / 2.0,
+            &format!(r#"fill="{OVERLAP_FILL}""#),
             &format!("overlapping sub-allocations · {}", span_words(a, b - a)),
         );
     }
@@ -858,7 +860,16 @@ pub(crate) mod tests {
 
     #[test]
     fn the_svg_of_two_blocks() {
-        let mut small = block(0x20_0000, 256, vec![sub(0, 64, GpuKind::RenderTarget, "rt <main>")]);
+        // An aliased target over 32..64 and a buffer 44 bytes past the end.
+        let mut small = block(
+            0x20_0000,
+            256,
+            vec![
+                sub(0, 64, GpuKind::RenderTarget, "rt <main>"),
+                sub(200, 100, GpuKind::Buffer, "over"),
+                sub(32, 64, GpuKind::RenderTarget, "alias"),
+            ],
+        );
         small.name = "small".into();
         let v = view(vec![
             block(
