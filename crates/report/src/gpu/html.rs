@@ -157,7 +157,7 @@ fn context_rows(state: &ReplayState, sel: &Selection) -> (Vec<u32>, Vec<u32>, Ve
         };
         top.push(t);
     }
-    let mut rows: Vec<Option<ContextRow>> = vec![None; state.nodes.len()];
+    let mut rows: Vec<Option<ContextRow>> = vec![None; state.nodes.len().max(1)];
     for (i, slot) in state.slots.iter().enumerate() {
         if sel.thread.is_some_and(|t| t != slot.thread) {
             continue;
@@ -172,7 +172,8 @@ fn context_rows(state: &ReplayState, sel: &Selection) -> (Vec<u32>, Vec<u32>, Ve
             continue;
         }
         let node = top.get(slot.node as usize).copied().unwrap_or(ROOT);
-        let row = rows[node as usize].get_or_insert_with(|| ContextRow {
+        let Some(row) = rows.get_mut(node as usize) else { continue };
+        let row = row.get_or_insert_with(|| ContextRow {
             node,
             name: short_name(state, node),
             heap: 0,
