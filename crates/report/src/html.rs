@@ -36,6 +36,7 @@ use memreplay_replay::ReplayState;
 use memreplay_replay::{FxMap, Held, NodeId, ROOT};
 use memreplay_symbols::{SymbolStats, Symbolizer};
 
+use crate::gpu::{self, GpuView};
 use crate::leaks::{self, Leaks};
 use crate::select::{held_now, Point};
 use crate::sites::Metric;
@@ -84,6 +85,10 @@ pub struct HtmlReport {
     pub tree: TreeData,
     /// Index in `tree.points` the views open at (`--at`, else the end).
     pub initial_point: usize,
+    /// The GPU section's HTML (`gpu::html`), when the log has a GPU domain and a GPU view
+    /// was given; written into the page as it is, not into the island.
+    #[serde(skip)]
+    pub gpu_section: Option<String>,
 }
 
 /// Memory over time.
@@ -213,8 +218,14 @@ impl Default for HtmlOptions {
 }
 
 /// Builds the data of the page. `l.sel.limit` cuts the lists (leaks, sites, ...);
-/// `syms` names their callstacks.
-pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<HtmlReport, Error> {
+/// `syms` names their callstacks. `gpu`, the GPU view of the log at the selection's
+/// point, gives the page its GPU section when the log has a GPU domain.
+pub fn build(
+    l: &Loaded,
+    opts: &HtmlOptions,
+    syms: &mut Symbolizer,
+    gpu: Option<&GpuView>,
+) -> Result<HtmlReport, Error> {
     let state = l.state();
     let mut summary = summarize::build(l);
     for s in &mut summary.sites {
@@ -230,6 +241,7 @@ pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<Ht
     let domain_groups = l.sel.domains.iter().map(|&d| group(state, d)).collect();
     let (tree, out_of, label_points, initial_point) = tree(l, opts);
     let timeline = timeline(l, &out_of, &label_points);
+    let gpu_section = gpu.filter(|_| has_gpu_domain(state)).map(|view| gpu::html::section(view, state, &l.sel));
     Ok(HtmlReport {
         schema_version: SCHEMA_VERSION,
         report: "html",
@@ -242,10 +254,16 @@ pub fn build(l: &Loaded, opts: &HtmlOptions, syms: &mut Symbolizer) -> Result<Ht
         timeline,
         tree,
         initial_point,
+        gpu_section,
     })
 }
 
-fn group(state: &ReplayState, domain: u32) -> &'static str {
+/// Whether the log defines a GPU domain (GPU-local or GPU-shared).
+fn has_gpu_domain(state: &ReplayState) -> bool {
+    state.domain_info.values().any(|d| matches!(d.kind, DomainKind::GpuLocal | DomainKind::GpuShared))
+}
+
+pub(crate) fn group(state: &ReplayState, domain: u32) -> &'static str {
     if !state.is_top_level_domain(domain) {
         return "pool";
     }
@@ -511,11 +529,15 @@ fn escape_island(json: &str) -> String {
 pub fn render(report: &HtmlReport) -> String {
     // Split on the placeholders once; the inserted texts are never searched again.
     let (head, rest) = PAGE.split_once("/*@CSS@*/").expect("page.html has the CSS placeholder");
+    let (body, rest) = rest.split_once("@GPU@").expect("page.html has the GPU section's placeholder");
     let (mid, rest) = rest.split_once("@DATA@").expect("page.html has the data placeholder");
     let (mid2, tail) = rest.split_once("/*@JS@*/").expect("page.html has the JS placeholder");
-    let mut page = Vec::with_capacity(PAGE.len() + CSS.len() + JS.len());
+    let gpu = report.gpu_section.as_deref().unwrap_or("");
+    let mut page = Vec::with_capacity(PAGE.len() + CSS.len() + JS.len() + gpu.len());
     page.extend_from_slice(head.as_bytes());
     page.extend_from_slice(CSS.as_bytes());
+    page.extend_from_slice(body.as_bytes());
+    page.extend_from_slice(gpu.as_bytes());
     page.extend_from_slice(mid.as_bytes());
     let at = page.len();
     serde_json::to_writer(&mut page, &island(report)).expect("the report serializes");
@@ -980,6 +1002,97 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::{GpuBlock, GpuKind, GpuSource, SubAllocation};
+    use crate::{load, Progress, ReportOptions};
+    use memreplay_format::{header_flags, Event, EventEncoder, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR};
+
+    /// A log with a heap allocation in a context and, if `gpu`, a VRAM allocation.
+    fn write_log(name: &str, gpu: bool) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("memreplay-{}-{name}.mrl", std::process::id()));
+        let header = FileHeader {
+            version_major: VERSION_MAJOR,
+            version_minor: VERSION_MINOR,
+            flags: header_flags::CALLSTACKS_ON_ALLOC,
+            pointer_width: 8,
+            pid: 9,
+            start_unix_ns: 0,
+            ticks_per_second: 1_000_000_000,
+            max_stack_depth: 16,
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            exe_path: "/games/forest".into(),
+            recorder: "memreplay test".into(),
+        };
+        let mut w = LogWriter::new(std::fs::File::create(&path).unwrap(), &header).unwrap();
+        let mut meta = EventEncoder::new();
+        for (id, text) in [(1, "Level"), (2, "Forest"), (3, "vram.local")] {
+            meta.push(&Event::DefineString { id, text: text.into() });
+        }
+        meta.push(&Event::DefineContextType { id: 1, name: 1 });
+        let kind = if gpu { DomainKind::GpuLocal } else { DomainKind::Other };
+        meta.push(&Event::DefineDomain { id: 1, name: 3, kind, capacity: 1 << 30, parent: None });
+        w.write_block(0, &mut meta).unwrap();
+        let mut main = EventEncoder::new();
+        main.push(&Event::Time { ns: 1_000 });
+        main.push(&Event::ContextPush { ty: 1, name: 2, flags: 0 });
+        main.push(&Event::Alloc { seq: 2, domain: 0, addr: 0x100, size: 640, align_log2: 3, stack: 0 });
+        main.push(&Event::Alloc { seq: 4, domain: 1, addr: 0x10_0000, size: 4096, align_log2: 8, stack: 0 });
+        main.push(&Event::ContextPop);
+        main.push(&Event::Time { ns: 2_000 });
+        w.write_block(1, &mut main).unwrap();
+        w.finish(0, 3_000).unwrap();
+        path
+    }
+
+    fn page(gpu_log: bool, view: Option<&GpuView>) -> String {
+        let path = write_log(if gpu_log { "gpu" } else { "cpu" }, gpu_log);
+        let loaded = load(&ReportOptions::new(&path), Progress::Hidden).unwrap();
+        let mut syms = crate::callstacks::symbolizer(&loaded, &Default::default()).unwrap();
+        let report = build(&loaded, &HtmlOptions::default(), &mut syms, view).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        render(&report)
+    }
+
+    /// The GPU section goes between the contexts and the leaks, when the log has a GPU
+    /// domain and a view is given; the page is the same as before otherwise.
+    #[test]
+    fn the_gpu_section_goes_into_the_page() {
+        let view = GpuView {
+            source: GpuSource::Log { path: "game.mrl".into(), point: "at the end".into() },
+            domains: Vec::new(),
+            resources: Vec::new(),
+            blocks: vec![GpuBlock {
+                domain: 1,
+                sub_domain: 2,
+                addr: 0x10_0000,
+                size: 4096,
+                name: String::new(),
+                context: String::new(),
+                allocations: vec![SubAllocation {
+                    offset: 0,
+                    size: 1024,
+                    kind: GpuKind::Texture,
+                    name: "rock".into(),
+                    context: "Level:Forest".into(),
+                }],
+            }],
+            screen: None,
+        };
+        let with = page(true, Some(&view));
+        let (tree, gpu, leaks) = (
+            with.find("id=\"tree-panel\"").unwrap(),
+            with.find("id=\"gpu-panel\"").unwrap(),
+            with.find("id=\"leaks-panel\"").unwrap(),
+        );
+        assert!(tree < gpu && gpu < leaks);
+        assert!(!with.contains("@GPU@"));
+        assert!(with.contains(
+            "<tr><td class=\"l\">Level:Forest</td><td data-v=\"640\">640 B</td><td data-v=\"4096\">4.0 KiB</td></tr>"
+        ));
+        let without = page(true, None);
+        assert!(!without.contains("id=\"gpu-panel\"") && !without.contains("@GPU@"));
+        assert!(!page(false, Some(&view)).contains("id=\"gpu-panel\""), "no GPU domain, no GPU section");
+    }
 
     /// The summary's labels, serialized beside its JSON value, come out as the value of
     /// the whole summary would have them, byte for byte.

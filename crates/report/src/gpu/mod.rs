@@ -9,10 +9,13 @@ mod blockmap;
 mod budget;
 mod formats;
 mod from_log;
+pub(crate) mod html;
 mod model;
 mod pivots;
 mod report;
 mod vma;
+
+pub use blockmap::{domain_figures, figures, svg, to_text, BlockFigures, DomainBlockFigures, TEXT_COLUMNS};
 
 pub use model::{
     GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,

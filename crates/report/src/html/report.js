@@ -1065,7 +1065,40 @@
     renderTreemap();
     renderTable();
   }
+  // Tables written by the analyzer into the page (the GPU section: table.sort-table): a
+  // click on a header sorts the rows by that column, again to reverse. Numeric cells hold
+  // their exact value in data-v; text columns (th.l) sort ascending first, numbers
+  // descending.
+  function sortTables() {
+    for (const table of document.querySelectorAll('table.sort-table')) {
+      if (!table.tHead || !table.tHead.rows.length || !table.tBodies.length) continue;
+      const heads = Array.from(table.tHead.rows[0].cells);
+      heads.forEach((th, col) => {
+        th.classList.add('sortable');
+        th.addEventListener('click', () => {
+          const text = th.classList.contains('l');
+          const desc = th.classList.contains('sorted') ? th.classList.contains('asc') : !text;
+          for (const o of heads) o.classList.remove('sorted', 'asc');
+          th.classList.add('sorted');
+          if (!desc) th.classList.add('asc');
+          const key = (tr) => {
+            const td = tr.cells[col];
+            if (!td) return text ? '' : -Infinity;
+            return td.hasAttribute('data-v') ? Number(td.getAttribute('data-v')) : td.textContent;
+          };
+          const body = table.tBodies[0];
+          const rows = Array.from(body.rows).map((tr, i) => ({ tr, i, k: key(tr) }));
+          rows.sort((a, b) => {
+            const d = typeof a.k === 'number' && typeof b.k === 'number' ? a.k - b.k : String(a.k).localeCompare(String(b.k));
+            return (desc ? -d : d) || a.i - b.i;
+          });
+          for (const r of rows) body.append(r.tr);
+        });
+      });
+    }
+  }
   function init() {
+    sortTables();
     renderHeader();
     renderCards();
     syncRangeSelects();
