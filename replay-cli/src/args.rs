@@ -232,9 +232,13 @@ impl TopArgs {
 /// `gpu`.
 #[derive(Debug, Args)]
 pub struct GpuArgs {
-    /// The log to read.
-    #[arg(value_name = "LOG")]
-    pub log: PathBuf,
+    /// The log to read (or --vma).
+    #[arg(value_name = "LOG", required_unless_present = "vma", conflicts_with = "vma")]
+    pub log: Option<PathBuf>,
+    /// A VMA (vmaBuildStatsString) or D3D12MA (BuildStatsString) JSON dump to read instead
+    /// of a log; given twice, the two dumps are compared (blocks and bytes per memory type).
+    #[arg(long, value_name = "DUMP", num_args = 1, action = clap::ArgAction::Append)]
+    pub vma: Vec<PathBuf>,
     /// Read the live resources at a label, at the start of frame N (frame:N), or at each
     /// GPU domain's peak (peak) instead of at the end.
     #[arg(long, value_name = "LABEL|frame:N|peak", value_parser = report::parse_gpu_at)]
@@ -258,12 +262,18 @@ pub struct GpuArgs {
     pub limit: Option<usize>,
     #[command(flatten)]
     pub json: JsonArg,
+    /// Also write the block map (each block of a sub-allocating domain drawn to scale with
+    /// its sub-allocations) as an SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 impl GpuArgs {
     pub fn options(&self) -> report::GpuOptions {
         report::GpuOptions {
             log: self.log.clone(),
+            dumps: self.vma.clone(),
+            svg: self.svg.is_some(),
             at: self.at.clone(),
             domain: self.domain.clone(),
             context: self.context.clone(),

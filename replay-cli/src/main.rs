@@ -260,7 +260,16 @@ fn run(command: Command, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
         Command::Instances(a) => printed(out, report::run(ReportKind::Instances, &a.options(), progress)?),
         Command::Top(a) => printed(out, report::run_top(&a.options(), progress)?),
         Command::Frees(a) => printed(out, report::run_frees(&a.options(), progress)?),
-        Command::Gpu(a) => printed(out, report::run_gpu(&a.options(), progress)?),
+        Command::Gpu(a) => {
+            if let Some(p) = &a.svg {
+                check_output(p)?;
+            }
+            let gpu = report::run_gpu(&a.options(), progress)?;
+            if let (Some(path), Some(svg)) = (&a.svg, &gpu.svg) {
+                std::fs::write(path, svg).map_err(|error| CliError::Write { path: path.clone(), error })?;
+            }
+            printed(out, gpu.report)
+        }
         Command::Diff(a) => {
             let diff = report::run_diff(&a.options(), progress)?;
             print(out, diff.text.as_bytes())?;

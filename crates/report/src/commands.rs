@@ -314,9 +314,16 @@ pub fn run_html(
     loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
     let start = Instant::now();
     let mut syms = callstacks::symbolizer(&loaded, symbols)?;
-    // The page's GPU section draws the GPU view of the log at the selection's point;
-    // none is built from a log yet, so the page has no GPU section.
-    let report = html::build(&loaded, opts, &mut syms, None)?;
+    // The page's GPU section draws the GPU view of the log at the selection's point.
+    let gpu_domains = crate::gpu::gpu_domains(loaded.state());
+    let view = match gpu_domains.is_empty() {
+        true => None,
+        false => {
+            let screen = crate::gpu::recorded_screen(loaded.state());
+            Some(crate::gpu::view(&loaded, crate::gpu::ViewPoint::Selection, &gpu_domains, None, screen)?)
+        }
+    };
+    let report = html::build(&loaded, opts, &mut syms, view.as_ref())?;
     tracing::debug!("symbolication: {}", report.symbols.text());
     let text = if args.json { to_json(&html::island(&report)) } else { html::render(&report) };
     tracing::debug!("built the HTML report ({} bytes) in {:.3} s", text.len(), start.elapsed().as_secs_f64());

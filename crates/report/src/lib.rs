@@ -74,9 +74,10 @@ pub use frees::{build as build_frees, Frees, FreesOptions};
 pub use gpu::{
     build_gpu, build_gpu_view, domain_figures as gpu_domain_figures, figures as gpu_block_figures, parse_gpu_at,
     parse_screen, run_gpu, svg as gpu_block_map_svg, to_text as gpu_block_map_text, BlockFigures, DimensionsRow,
-    DomainBlockFigures, GpuAt, GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuOptions, GpuPeak, GpuReport, GpuResource,
-    GpuSource, GpuView, KindRow, NpotRow, OverBudget, Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow,
-    ScreenSource, Small, SubAllocation, Unchecked, DEFAULT_GPU_LIMIT, DEFAULT_SMALL, TEXT_COLUMNS as GPU_BLOCK_MAP_COLUMNS,
+    DomainBlockFigures, GpuAt, GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuOptions, GpuOutput, GpuPeak, GpuReport,
+    GpuResource, GpuSource, GpuView, KindRow, NpotRow, OverBudget, Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow,
+    ScreenRow, ScreenSource, Small, SubAllocation, Unchecked, DEFAULT_GPU_LIMIT, DEFAULT_SMALL,
+    TEXT_COLUMNS as GPU_BLOCK_MAP_COLUMNS,
 };
 pub use gpu::{diff_dumps, parse_dump, read_dump, Change, DomainChange, DumpDiff, DumpError};
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};

@@ -8,6 +8,7 @@ mod common;
 
 mod check;
 mod cli;
+mod gpu;
 mod hostile;
 mod html;
 mod release_builds;

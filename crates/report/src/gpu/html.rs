@@ -13,7 +13,11 @@ use memreplay_format::DomainKind;
 use memreplay_replay::{NodeId, ReplayState, ROOT};
 
 use super::blockmap::{self, block_label, BlockFigures};
-use super::model::{GpuSource, GpuView};
+use super::model::{GpuKind, GpuSource, GpuView};
+use super::pivots::{pivots, Owner, Pivots, ResourceRow, DEFAULT_SMALL};
+
+/// Rows per pivot table.
+const ROWS: usize = 100;
 use crate::figures::short_name;
 use crate::select::Selection;
 use crate::table::{percent, ratio, size};
@@ -33,6 +37,7 @@ pub(crate) fn section(view: &GpuView, state: &ReplayState, sel: &Selection) -> S
         "<div class=\"panel-head\"><h2>GPU memory <span class=\"muted\">{}</span></h2></div>",
         escape(&point)
     );
+    pivot_tables(&mut out, view, &pivots(view, DEFAULT_SMALL, ROWS));
     out.push_str("<h3>Block map</h3>\n");
     out.push_str(
         "<p class=\"hint\">Each block of a sub-allocating domain drawn to scale with its sub-allocations, \
@@ -120,6 +125,244 @@ fn blocks_table(out: &mut String, view: &GpuView) {
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody></table></div>\n");
+}
+
+/// Opens a sortable table with these columns (text, numeric, title).
+fn table_head(out: &mut String, id: &str, columns: &[(&str, bool, &str)]) {
+    let _ = write!(out, "<div class=\"table-wrap\"><table class=\"data sort-table\" id=\"{id}\"><thead><tr>");
+    for &(text, numeric, title) in columns {
+        th(out, text, numeric, title);
+    }
+    out.push_str("</tr></thead><tbody>\n");
+}
+
+const TABLE_END: &str = "</tbody></table></div>\n";
+
+fn owners_td(out: &mut String, owners: &[Owner]) {
+    let text: Vec<String> = owners
+        .iter()
+        .map(|o| format!("{} ({})", if o.context.is_empty() { "(no context)" } else { &o.context }, size(o.bytes)))
+        .collect();
+    text_td(out, &text.join(", "));
+}
+
+fn share_td(out: &mut String, ppm: u64) {
+    ratio_td(out, Some(ppm as f64 / 1_000_000.0));
+}
+
+/// A resource's name, kind, size (width x height), format and owner cells.
+fn resource_tds(out: &mut String, r: &ResourceRow) {
+    text_td(out, if r.name.is_empty() { "(unnamed)" } else { &r.name });
+    text_td(out, r.kind.name());
+    text_td(out, &format!("{}x{}", r.width, r.height));
+    text_td(out, &r.format);
+}
+
+fn kinds_text(kinds: &[GpuKind]) -> String {
+    kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// The domains and the pivots of the resources, as sortable tables.
+fn pivot_tables(out: &mut String, view: &GpuView, p: &Pivots) {
+    out.push_str("<h3>Domains</h3>\n");
+    table_head(
+        out,
+        "gpu-domains",
+        &[
+            ("domain", false, "GPU domain (a sub-allocating one names its parent)"),
+            ("kind", false, "what memory it is"),
+            ("live", true, "bytes live at the point"),
+            ("allocations", true, "allocations live at the point"),
+            ("peak", true, "its peak of live bytes over the log"),
+            ("capacity", true, "its size, as the log defined it"),
+            ("peak / capacity", true, "the peak against the capacity"),
+            ("lowest budget", true, "the smallest budget the driver reported"),
+            ("peak usage", true, "the largest usage the driver reported"),
+            ("over budget", true, "intervals in which the driver's usage exceeded its budget"),
+        ],
+    );
+    for d in &view.domains {
+        out.push_str("<tr>");
+        match d.parent.and_then(|p| view.domains.iter().find(|x| x.id == p)) {
+            Some(parent) => text_td(out, &format!("{} (in {})", d.name, parent.name)),
+            None => text_td(out, &d.name),
+        }
+        text_td(out, &d.kind);
+        bytes_td(out, d.live_bytes);
+        count_td(out, d.live_count);
+        let peak = d.peak.as_ref().map_or(0, |p| p.bytes);
+        bytes_td(out, peak);
+        bytes_td(out, d.capacity);
+        ratio_td(out, ratio(peak, d.capacity));
+        match &d.budget {
+            Some(b) => {
+                bytes_td(out, b.min_budget);
+                bytes_td(out, b.peak_usage);
+                count_td(out, b.over_budget.len() as u64);
+            }
+            None => {
+                for _ in 0..3 {
+                    out.push_str("<td class=\"zero\" data-v=\"0\">-</td>");
+                }
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str(TABLE_END);
+    if p.total.count == 0 {
+        out.push_str("<p class=\"muted\">No GPU resource is live here.</p>\n");
+        return;
+    }
+
+    let _ =
+        writeln!(out, "<h3>Resources by kind <span class=\"muted small\">{} live</span></h3>", escape(&p.total.text()));
+    table_head(
+        out,
+        "gpu-kinds",
+        &[
+            ("kind", false, "what the resources are"),
+            ("count", true, "resources"),
+            ("bytes", true, "their bytes"),
+            ("share", true, "of all the live resources' bytes"),
+            ("largest owners", false, "the contexts holding most of the bytes"),
+        ],
+    );
+    for r in &p.by_kind {
+        out.push_str("<tr>");
+        text_td(out, r.kind.name());
+        count_td(out, r.count);
+        bytes_td(out, r.bytes);
+        share_td(out, r.share_ppm);
+        owners_td(out, &r.owners);
+        out.push_str("</tr>\n");
+    }
+    out.push_str(TABLE_END);
+
+    if !p.by_dimensions.is_empty() {
+        out.push_str("<h3>By dimensions <span class=\"muted small\">textures and targets</span></h3>\n");
+        table_head(
+            out,
+            "gpu-dimensions",
+            &[
+                ("width x height", false, "texels"),
+                ("count", true, "resources of this size"),
+                ("bytes", true, "their bytes"),
+                ("share", true, "of all the live resources' bytes"),
+                ("kinds", false, "what they are"),
+                ("largest owners", false, "the contexts holding most of the bytes"),
+            ],
+        );
+        for r in &p.by_dimensions {
+            out.push_str("<tr>");
+            text_td(out, &format!("{}x{}", r.width, r.height));
+            count_td(out, r.count);
+            bytes_td(out, r.bytes);
+            share_td(out, r.share_ppm);
+            text_td(out, &kinds_text(&r.kinds));
+            owners_td(out, &r.owners);
+            out.push_str("</tr>\n");
+        }
+        out.push_str(TABLE_END);
+    }
+
+    match p.screen {
+        None => out.push_str(
+            "<p class=\"muted\">Screen-sized targets: the screen size is unknown (the game records it with \
+             memreplay::display_size).</p>\n",
+        ),
+        Some((w, h)) if !p.screen_sized.is_empty() => {
+            let _ = writeln!(out, "<h3>Screen-sized targets <span class=\"muted small\">screen {w}x{h}</span></h3>");
+            table_head(
+                out,
+                "gpu-screen",
+                &[
+                    ("name", false, "the resource's debug name"),
+                    ("kind", false, "what it is"),
+                    ("size", false, "width x height"),
+                    ("format", false, "its format"),
+                    ("of screen", false, "the fraction of each screen side"),
+                    ("bytes", true, "bytes allocated"),
+                    ("context", false, "its owner"),
+                ],
+            );
+            for r in &p.screen_sized {
+                out.push_str("<tr>");
+                resource_tds(out, &r.resource);
+                text_td(out, &r.fraction);
+                bytes_td(out, r.resource.size);
+                text_td(out, &r.resource.context);
+                out.push_str("</tr>\n");
+            }
+            out.push_str(TABLE_END);
+        }
+        Some(_) => {}
+    }
+
+    if !p.npot.is_empty() {
+        out.push_str("<h3>Non-power-of-two textures with mips</h3>\n");
+        table_head(
+            out,
+            "gpu-npot",
+            &[
+                ("name", false, "the resource's debug name"),
+                ("kind", false, "what it is"),
+                ("size", false, "width x height"),
+                ("format", false, "its format"),
+                ("bytes", true, "bytes allocated"),
+                ("saves (down)", true, "texel bytes saved by rounding each side down to a power of two"),
+                ("costs (up)", true, "texel bytes added by rounding each side up to a power of two"),
+                ("context", false, "its owner"),
+            ],
+        );
+        for r in &p.npot {
+            out.push_str("<tr>");
+            resource_tds(out, &r.resource);
+            bytes_td(out, r.resource.size);
+            bytes_td(out, r.down.as_ref().map_or(0, |d| d.delta));
+            bytes_td(out, r.up.as_ref().map_or(0, |d| d.delta));
+            text_td(out, &r.resource.context);
+            out.push_str("</tr>\n");
+        }
+        out.push_str(TABLE_END);
+    }
+
+    if !p.padding.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h3>Padding <span class=\"muted small\">{} beyond the texel data</span></h3>",
+            escape(&size(p.padding_bytes))
+        );
+        table_head(
+            out,
+            "gpu-padding",
+            &[
+                ("name", false, "the resource's debug name"),
+                ("kind", false, "what it is"),
+                ("size", false, "width x height"),
+                ("format", false, "its format"),
+                ("bytes", true, "bytes allocated"),
+                ("texel data", true, "bytes of its format, size, layers and mips"),
+                ("padding", true, "bytes allocated beyond its texel data"),
+                ("context", false, "its owner"),
+            ],
+        );
+        for r in &p.padding {
+            out.push_str("<tr>");
+            resource_tds(out, &r.resource);
+            bytes_td(out, r.resource.size);
+            bytes_td(out, r.texel_bytes);
+            bytes_td(out, r.padding);
+            text_td(out, &r.resource.context);
+            out.push_str("</tr>\n");
+        }
+        out.push_str(TABLE_END);
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"muted\">Small resources (under {}): {}.</p>",
+        escape(&size(p.small.below)),
+        escape(&p.small.total.text())
+    );
 }
 
 /// One row of "heap and VRAM per context".

@@ -17,6 +17,7 @@ mod vma;
 
 pub use blockmap::{domain_figures, figures, svg, to_text, BlockFigures, DomainBlockFigures, TEXT_COLUMNS};
 
+pub(crate) use from_log::{gpu_domains, view, ViewPoint};
 pub use model::{
     GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
 };
@@ -24,8 +25,9 @@ pub use pivots::{
     DimensionsRow, KindRow, NpotRow, Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow, Small, Unchecked,
     DEFAULT_SMALL,
 };
+pub(crate) use report::recorded_screen;
 pub use report::{
     build as build_gpu, build_view as build_gpu_view, parse_gpu_at, parse_screen, run as run_gpu, GpuAt, GpuOptions,
-    GpuReport, ScreenSource, DEFAULT_GPU_LIMIT,
+    GpuOutput, GpuReport, ScreenSource, DEFAULT_GPU_LIMIT,
 };
 pub use vma::{diff_dumps, parse_dump, read_dump, Change, DomainChange, DumpDiff, DumpError};

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::blockmap::{self, BlockFigures, DomainBlockFigures};
 use super::from_log::{self, ViewPoint};
 use super::model::{GpuDomain, GpuSource, GpuView};
 use super::pivots::{pivots, Owner, Pivots, ResourceRow, DEFAULT_SMALL};
@@ -48,8 +49,11 @@ pub fn parse_screen(s: &str) -> Result<(u32, u32), String> {
 /// `replay-cli gpu` options.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GpuOptions {
-    /// The log to read.
-    pub log: PathBuf,
+    /// The log to read (or `dumps`).
+    pub log: Option<PathBuf>,
+    /// VMA or D3D12MA JSON dumps to read instead of a log: one is reported on, two are
+    /// compared (the first before, the second after).
+    pub dumps: Vec<PathBuf>,
     /// Where to read the live resources (default: the end).
     pub at: Option<GpuAt>,
     /// Only this GPU domain and the domains inside it (name or id).
@@ -65,6 +69,17 @@ pub struct GpuOptions {
     pub limit: Option<usize>,
     /// Machine-readable JSON output.
     pub json: bool,
+    /// Also draw the block map as an SVG ([`GpuOutput::svg`]).
+    pub svg: bool,
+}
+
+/// What `gpu` returns: the report, and the block map's SVG if asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuOutput {
+    /// The report's text or JSON (for two dumps, their comparison).
+    pub report: String,
+    /// The block map as a standalone SVG ([`GpuOptions::svg`]).
+    pub svg: Option<String>,
 }
 
 /// Where the screen size came from.
@@ -94,6 +109,17 @@ pub struct GpuReport {
     pub context: Option<String>,
     /// The pivots.
     pub pivots: Pivots,
+    /// The block map's figures: per sub-allocating domain, and per block (in the order of
+    /// `blocks`).
+    pub block_domains: Vec<DomainBlockFigures>,
+    /// See `block_domains`.
+    pub block_figures: Vec<BlockFigures>,
+}
+
+/// The screen size the game recorded last (at the end of a replay, or at the point a
+/// second replay stopped).
+pub(crate) fn recorded_screen(_state: &memreplay_replay::ReplayState) -> Option<(u32, u32)> {
+    None
 }
 
 /// Replays the log and builds the view `gpu` reports on.
@@ -103,7 +129,8 @@ pub fn build_view(args: &GpuOptions, progress: Progress) -> Result<(GpuView, Scr
         _ => None,
     };
     // The domain is resolved here, against GPU domains only.
-    let opts = ReportOptions { log: args.log.clone(), at, json: args.json, ..ReportOptions::default() };
+    let log = args.log.clone().ok_or_else(|| Error::Usage("gpu: name a log, or a dump with --vma".into()))?;
+    let opts = ReportOptions { log, at, json: args.json, ..ReportOptions::default() };
     let l = load(&opts, progress)?;
     let state = l.state();
     let all = from_log::gpu_domains(state);
@@ -137,7 +164,7 @@ pub fn build_view(args: &GpuOptions, progress: Progress) -> Result<(GpuView, Scr
     };
     let mask = args.context.as_deref().map(|c| context_mask(state, c)).transpose()?;
     let point = if args.at == Some(GpuAt::Peak) { ViewPoint::Peak } else { ViewPoint::Selection };
-    let recorded: Option<(u32, u32)> = None;
+    let recorded = recorded_screen(state);
     let (screen, source) = match (args.screen, recorded) {
         (Some(s), _) => (Some(s), ScreenSource::Option),
         (None, Some(s)) => (Some(s), ScreenSource::Recorded),
@@ -155,7 +182,15 @@ pub fn build(view: GpuView, screen_source: ScreenSource, args: &GpuOptions) -> G
         Some(n) => n,
     };
     let pivots = pivots(&view, args.small.unwrap_or(DEFAULT_SMALL), limit);
-    GpuReport { schema: SCHEMA_VERSION, screen_source, context: args.context.clone(), pivots, view }
+    GpuReport {
+        schema: SCHEMA_VERSION,
+        screen_source,
+        context: args.context.clone(),
+        pivots,
+        block_domains: blockmap::domain_figures(&view),
+        block_figures: view.blocks.iter().map(blockmap::figures).collect(),
+        view,
+    }
 }
 
 fn owners_text(owners: &[Owner]) -> String {
@@ -261,7 +296,12 @@ impl GpuReport {
         }
         o.push_str(&t.render(2));
         self.write_budgets(o)?;
-        self.write_pivots(o)
+        self.write_pivots(o)?;
+        if !self.view.blocks.is_empty() {
+            writeln!(o)?;
+            o.push_str(&blockmap::to_text(&self.view));
+        }
+        Ok(())
     }
 
     fn write_budgets(&self, o: &mut String) -> std::fmt::Result {
@@ -523,9 +563,87 @@ impl GpuReport {
     }
 }
 
-/// `replay-cli gpu LOG`: replays the log and returns the report's text or JSON.
-pub fn run(args: &GpuOptions, progress: Progress) -> Result<String, Error> {
-    let (view, screen_source) = build_view(args, progress)?;
+/// The domain named `name` (or by id) among `view`'s, and every domain inside it; an
+/// error names the view's domains.
+fn domain_and_inside(view: &GpuView, name: &str) -> Result<Vec<u32>, Error> {
+    let Some(id) = view.domains.iter().find(|d| d.name == name || d.id.to_string() == name).map(|d| d.id) else {
+        let names: Vec<String> = view.domains.iter().map(|d| format!("\"{}\"", d.name)).collect();
+        return Err(Error::Usage(format!("no GPU domain \"{name}\" in the dump; domains: {}", names.join(", "))));
+    };
+    let mut set = vec![id];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for d in &view.domains {
+            if d.parent.is_some_and(|p| set.contains(&p)) && !set.contains(&d.id) {
+                set.push(d.id);
+                grew = true;
+            }
+        }
+    }
+    Ok(set)
+}
+
+/// `view` with only the domains of `set` (and the parents their blocks are allocations of).
+fn only(mut view: GpuView, set: &[u32]) -> GpuView {
+    view.resources.retain(|r| set.contains(&r.domain));
+    view.blocks.retain(|b| set.contains(&b.sub_domain) || set.contains(&b.domain));
+    let parents: Vec<u32> = view.blocks.iter().map(|b| b.domain).collect();
+    view.domains.retain(|d| set.contains(&d.id) || parents.contains(&d.id));
+    view
+}
+
+fn read_dump(path: &std::path::Path) -> Result<GpuView, Error> {
+    super::vma::read_dump(path).map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// `replay-cli gpu`: replays the log (or reads the dumps) and returns the report's text or
+/// JSON, and the block map's SVG if asked for.
+pub fn run(args: &GpuOptions, progress: Progress) -> Result<GpuOutput, Error> {
+    let (view, screen_source) = match (&args.log, args.dumps.as_slice()) {
+        (Some(_), []) => build_view(args, progress)?,
+        (Some(_), _) => return Err(Error::Usage("gpu: read a log or --vma dumps, not both".into())),
+        (None, []) => return Err(Error::Usage("gpu: name a log, or a dump with --vma".into())),
+        (None, dumps) => {
+            let mut refused = Vec::new();
+            if args.at.is_some() {
+                refused.push("--at (a dump is one point in time)");
+            }
+            if args.context.is_some() {
+                refused.push("--context (a dump has no contexts)");
+            }
+            if dumps.len() > 2 {
+                refused.push("more than two --vma dumps (one is reported on, two are compared)");
+            }
+            if dumps.len() == 2 && args.svg {
+                refused.push("--svg with two dumps (each dump's map is drawn on its own)");
+            }
+            if !refused.is_empty() {
+                return Err(Error::Usage(format!("gpu --vma does not take {}", refused.join(", "))));
+            }
+            if let [before, after] = dumps {
+                let (a, b) = (read_dump(before)?, read_dump(after)?);
+                let diff = super::vma::diff_dumps(&a, &b);
+                let report = if args.json { crate::loaded::to_json(&diff) } else { diff.to_text() };
+                return Ok(GpuOutput { report, svg: None });
+            }
+            let mut view = read_dump(&dumps[0])?;
+            if let Some(name) = &args.domain {
+                let set = domain_and_inside(&view, name)?;
+                view = only(view, &set);
+            }
+            view.screen = args.screen;
+            (view, if args.screen.is_some() { ScreenSource::Option } else { ScreenSource::Unknown })
+        }
+    };
+    let svg = args.svg.then(|| {
+        let title = match &view.source {
+            GpuSource::Log { path, point } => format!("GPU block map of {path}, {point}"),
+            GpuSource::Dump { path, format } => format!("GPU block map of {path} ({format} dump)"),
+        };
+        blockmap::svg(&view, &title)
+    });
     let report = build(view, screen_source, args);
-    Ok(if args.json { crate::loaded::to_json(&report) } else { report.to_text() })
+    let report = if args.json { crate::loaded::to_json(&report) } else { report.to_text() };
+    Ok(GpuOutput { report, svg })
 }
