@@ -98,7 +98,9 @@ pub enum ScreenSource {
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuReport {
     /// JSON schema version.
-    pub schema: u32,
+    pub schema_version: u32,
+    /// `"gpu"`.
+    pub report: &'static str,
     /// Where the view was read, the GPU domains (live, peak, capacity, budget), every
     /// resource live at the point and every block with its sub-allocations.
     #[serde(flatten)]
@@ -183,7 +185,8 @@ pub fn build(view: GpuView, screen_source: ScreenSource, args: &GpuOptions) -> G
     };
     let pivots = pivots(&view, args.small.unwrap_or(DEFAULT_SMALL), limit);
     GpuReport {
-        schema: SCHEMA_VERSION,
+        schema_version: SCHEMA_VERSION,
+        report: "gpu",
         screen_source,
         context: args.context.clone(),
         pivots,
@@ -624,7 +627,21 @@ pub fn run(args: &GpuOptions, progress: Progress) -> Result<GpuOutput, Error> {
             if let [before, after] = dumps {
                 let (a, b) = (read_dump(before)?, read_dump(after)?);
                 let diff = super::vma::diff_dumps(&a, &b);
-                let report = if args.json { crate::loaded::to_json(&diff) } else { diff.to_text() };
+                #[derive(Serialize)]
+                struct Json<'a> {
+                    schema_version: u32,
+                    report: &'static str,
+                    #[serde(flatten)]
+                    diff: &'a super::vma::DumpDiff,
+                }
+                let report = match args.json {
+                    true => crate::loaded::to_json(&Json {
+                        schema_version: SCHEMA_VERSION,
+                        report: "gpu-diff",
+                        diff: &diff,
+                    }),
+                    false => diff.to_text(),
+                };
                 return Ok(GpuOutput { report, svg: None });
             }
             let mut view = read_dump(&dumps[0])?;
