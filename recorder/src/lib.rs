@@ -183,6 +183,17 @@ pub fn frame_start(frame: u64) {
     let _ = frame;
 }
 
+/// Records the size in pixels of the swap chain or screen from now on (call it once at
+/// start and after every resize), so that reports can tell screen-sized render targets
+/// from other textures. Written to this thread's stream (format 1.2 `DISPLAY`).
+#[inline]
+pub fn display_size(width: u32, height: u32) {
+    #[cfg(feature = "capture_replay_log")]
+    imp::display_size(width, height);
+    #[cfg(not(feature = "capture_replay_log"))]
+    let _ = (width, height);
+}
+
 /// Reports that the container whose heap allocation starts at `ptr` now uses `used_bytes`
 /// of its capacity (e.g. `vec.len() * size_of::<T>()` for a `Vec<T>`), so reports can
 /// show how much reserved memory is wasted. Recorded when usage changes are on.

@@ -207,6 +207,83 @@ fn domains_resources_attaches_and_reallocs_are_recorded() {
     );
 }
 
+#[test]
+fn budgets_and_display_sizes_are_recorded_in_the_querying_threads_stream() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("budget.mrl");
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    // Defined after the start and first named by a budget: its definition comes first.
+    let vram = memreplay::Domain::define("vram.budget", memreplay::DomainKind::GpuLocal, 8 << 30);
+    memreplay::display_size(1920, 1080);
+    vram.alloc(0x1000, 1 << 20);
+    vram.budget(6 << 30, 1 << 30);
+    vram.budget(5 << 30, (5 << 30) + 1);
+    memreplay::display_size(2560, 1440);
+    let worker = std::thread::spawn(move || vram.budget(7 << 30, 3 << 29));
+    worker.join().unwrap();
+    vram.free(0x1000);
+    memreplay::stop().unwrap();
+
+    let log = Log::open(&path).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    assert_eq!((log.header.version_major, log.header.version_minor), (1, 2));
+    let names = strings(&log);
+    let events: Vec<(u32, &Event)> = log.events().collect();
+    let vram_id = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::DefineDomain { id, name, .. } if names[name] == "vram.budget" => Some(*id),
+            _ => None,
+        })
+        .expect("domain definition");
+    // Streams' blocks reach the file in any order: `time` places the samples.
+    let mut budgets: Vec<(u32, u32, u64, u64, u64)> = events
+        .iter()
+        .filter_map(|(t, e)| match **e {
+            Event::Budget { domain, time, budget, usage } => Some((*t, domain, time, budget, usage)),
+            _ => None,
+        })
+        .collect();
+    budgets.sort_by_key(|b| b.2);
+    assert_eq!(budgets.len(), 3, "{budgets:?}");
+    let main_thread = budgets[0].0;
+    assert_eq!(
+        budgets.iter().map(|b| (b.1, b.3, b.4)).collect::<Vec<_>>(),
+        [(vram_id, 6 << 30, 1 << 30), (vram_id, 5 << 30, (5 << 30) + 1), (vram_id, 7 << 30, 3 << 29)]
+    );
+    assert_eq!(budgets[1].0, main_thread);
+    assert_ne!(budgets[2].0, main_thread, "the worker's sample is in the worker's stream");
+    let end_ns = log.report.end.map(|e| e.end_ns).unwrap_or(u64::MAX);
+    assert!(budgets[2].2 <= end_ns);
+    // Each sample follows a TIME of the same clock read in its stream (definitions may
+    // come between).
+    for (t, _, time, ..) in &budgets {
+        let stream: Vec<&Event> = events.iter().filter(|(s, _)| s == t).map(|(_, e)| *e).collect();
+        let at = stream.iter().position(|e| matches!(e, Event::Budget { time: bt, .. } if bt == time)).unwrap();
+        let last_time = stream[..at].iter().rev().find_map(|e| match e {
+            Event::Time { ns } => Some(*ns),
+            _ => None,
+        });
+        assert_eq!(last_time, Some(*time));
+    }
+    // In the main thread's stream, in call order with its allocations.
+    let main: Vec<&Event> = events.iter().filter(|(t, _)| *t == main_thread).map(|(_, e)| *e).collect();
+    let pos = |f: &dyn Fn(&Event) -> bool| main.iter().position(|e| f(e)).unwrap();
+    let alloc = pos(&|e| matches!(e, Event::Alloc { addr: 0x1000, domain, .. } if *domain == vram_id));
+    let first_budget = pos(&|e| matches!(e, Event::Budget { budget, .. } if *budget == 6 << 30));
+    let free = pos(&|e| matches!(e, Event::Free { addr: 0x1000, domain, .. } if *domain == vram_id));
+    let displays: Vec<usize> = main
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Display { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(displays.len(), 2);
+    assert_eq!(*main[displays[0]], Event::Display { width: 1920, height: 1080 });
+    assert_eq!(*main[displays[1]], Event::Display { width: 2560, height: 1440 });
+    assert!(displays[0] < alloc && alloc < first_budget && first_budget < displays[1] && displays[1] < free);
+}
+
 /// Short-lived threads, a few at a time, while the writer is behind: each new thread
 /// takes a buffer past the pool's bound (it never waits), and those extra buffers are
 /// freed again as the writer returns buffers. The pool stays within its bound plus one

@@ -34,6 +34,8 @@ fn main() {
         memreplay::frame_start(1);
         vram.alloc(0x1000, 4096);
         vram.free(0x1000);
+        vram.budget(1 << 30, 1 << 29);
+        memreplay::display_size(1920, 1080);
         pool.alloc(8, 8);
         pool.free(8);
         memreplay::set_thread_name("main");
