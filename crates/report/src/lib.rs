@@ -30,6 +30,8 @@ mod figures;
 mod flame;
 mod frees;
 mod gpu;
+#[cfg(test)]
+mod testlog;
 mod html;
 mod info;
 mod instances;
