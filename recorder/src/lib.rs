@@ -28,6 +28,7 @@
 //! LZ4 blocks. See `ARCHITECTURE.md` at the repository root.
 
 mod allocator;
+mod allocator_report;
 mod config;
 mod domain;
 mod guards;
@@ -41,6 +42,9 @@ pub mod imp;
 pub mod tracing_layer;
 
 pub use allocator::Allocator;
+pub use allocator_report::{
+    record_allocator_report, AllocatorSnapshot, SnapshotAllocation, SnapshotBlock, SnapshotError,
+};
 pub use config::{Config, ConfigError, StackCapture, AUTO_ENCODER_THREADS, MAX_ENCODER_THREADS};
 pub use domain::{Domain, Resource};
 pub use guards::{AttachGuard, ContextGuard};

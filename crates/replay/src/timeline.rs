@@ -357,11 +357,8 @@ impl BudgetSamples {
         self.recorded += 1;
         if self.samples.len() == BUDGET_SAMPLES_KEPT {
             self.thinned = true;
-            let merged: Vec<BudgetSample> = self
-                .samples
-                .chunks_exact(2)
-                .map(|p| if p[0].excess() > p[1].excess() { p[0] } else { p[1] })
-                .collect();
+            let merged: Vec<BudgetSample> =
+                self.samples.chunks_exact(2).map(|p| if p[0].excess() > p[1].excess() { p[0] } else { p[1] }).collect();
             self.samples = merged;
         }
         // Streams hand their samples out in the merge's order, not by time: most come in

@@ -30,8 +30,6 @@ mod figures;
 mod flame;
 mod frees;
 mod gpu;
-#[cfg(test)]
-mod testlog;
 mod html;
 mod info;
 mod instances;
@@ -49,6 +47,8 @@ mod sites;
 mod summarize;
 mod table;
 mod takes;
+#[cfg(test)]
+mod testlog;
 mod time;
 mod timeline_chart;
 mod top;

@@ -528,7 +528,8 @@ mod tests {
         assert_eq!(parts[5], format!("H{:.1}", 1200.0 - MARGIN_RIGHT));
         // Same colour as the domain's live bytes, and both in the legend.
         let live = svg.lines().find(|l| l.contains(r#"<g class="series" data-name="vram.local""#)).unwrap();
-        let color = |l: &str| l.split(r#"class="line""#).nth(1).unwrap().split(r#"stroke=""#).nth(1).unwrap()[..7].to_owned();
+        let color =
+            |l: &str| l.split(r#"class="line""#).nth(1).unwrap().split(r#"stroke=""#).nth(1).unwrap()[..7].to_owned();
         assert_eq!(color(budget), color(live));
         assert!(svg.contains("vram.local budget (driver) (max 1000.0 MiB)"), "{svg}");
         assert!(svg.contains("vram.local usage (driver) (max 950.0 MiB)"));

@@ -97,9 +97,8 @@ fn event() -> impl Strategy<Value = Event> {
             resident,
             committed
         }),
-        (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(domain, time, budget, usage)| {
-            Event::Budget { domain, time, budget, usage }
-        }),
+        (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(domain, time, budget, usage)| { Event::Budget { domain, time, budget, usage } }),
         (any::<u32>(), any::<u32>()).prop_map(|(width, height)| Event::Display { width, height }),
     ]
 }

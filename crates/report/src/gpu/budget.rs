@@ -142,18 +142,8 @@ mod tests {
                 peak_usage_time_ns: 20_000,
                 samples: 7,
                 over_budget: vec![
-                    OverBudget {
-                        from_ns: 12_000,
-                        to_ns: 30_000,
-                        max_excess: 30 * MIB,
-                        after_label: Some("L1".into())
-                    },
-                    OverBudget {
-                        from_ns: 50_000,
-                        to_ns: 60_000,
-                        max_excess: 2 * MIB,
-                        after_label: Some("L5".into())
-                    },
+                    OverBudget { from_ns: 12_000, to_ns: 30_000, max_excess: 30 * MIB, after_label: Some("L1".into()) },
+                    OverBudget { from_ns: 50_000, to_ns: 60_000, max_excess: 2 * MIB, after_label: Some("L5".into()) },
                 ],
             }
         );
