@@ -221,6 +221,15 @@ pub enum Event {
     /// promised (0 = not known). Sampled by the recorder's writer thread; stream 0.
     /// Since format 1.1.
     ProcessMemory { time: u64, resident: u64, committed: u64 },
+    /// What the graphics driver reported for `domain` at `time` (the clock of `Time`):
+    /// `budget`, the bytes it allows the process in that memory (Vulkan
+    /// `VK_EXT_memory_budget` `heapBudget`, DXGI `Budget`), and `usage`, the bytes it says
+    /// the process uses there (`heapUsage`, `CurrentUsage`). One sample per query the game
+    /// makes. Since format 1.2.
+    Budget { domain: DomainId, time: u64, budget: u64, usage: u64 },
+    /// The size of the swap chain or screen, in pixels, from here on (so reports can find
+    /// screen-sized render targets). Since format 1.2.
+    Display { width: u32, height: u32 },
     /// A length-prefixed record of a kind this reader does not know; skipped.
     Unknown { tag: u8, len: u32 },
 }

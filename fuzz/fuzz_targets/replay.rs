@@ -122,9 +122,16 @@ impl Choices<'_> {
                     name: self.id(),
                 },
             },
-            _ => match self.u8() % 2 {
+            _ => match self.u8() % 4 {
                 0 => Event::Lost { events: self.number(), bytes: self.number(), reason: LossReason::WriteError },
-                _ => Event::ProcessMemory { time: self.number(), resident: self.number(), committed: self.number() },
+                1 => Event::ProcessMemory { time: self.number(), resident: self.number(), committed: self.number() },
+                2 => Event::Budget {
+                    domain: self.id() % 5,
+                    time: self.number(),
+                    budget: self.number(),
+                    usage: self.number(),
+                },
+                _ => Event::Display { width: self.id(), height: self.id() },
             },
         }
     }

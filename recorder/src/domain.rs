@@ -87,6 +87,32 @@ impl Domain {
         let _ = (addr, size, align, resource);
     }
 
+    /// Records what the graphics driver reports for the memory this domain stands for:
+    /// `budget`, the bytes it allows the process there, and `usage`, the bytes it says
+    /// the process uses there (its own count, which includes what the game never
+    /// reported: driver-internal allocations, other APIs). Call it each time the game
+    /// queries the driver, with the figures of the heap or segment group this domain
+    /// maps to:
+    ///
+    /// - Vulkan with `VK_EXT_memory_budget`: `vkGetPhysicalDeviceMemoryProperties2` with a
+    ///   `VkPhysicalDeviceMemoryBudgetPropertiesEXT` chained; `budget` is
+    ///   `heapBudget[heap]`, `usage` is `heapUsage[heap]` (for `DEVICE_LOCAL` heaps, the
+    ///   domain of kind `GpuLocal`).
+    /// - DXGI: `IDXGIAdapter3::QueryVideoMemoryInfo` fills a
+    ///   `DXGI_QUERY_VIDEO_MEMORY_INFO`; `budget` is `Budget`, `usage` is `CurrentUsage`
+    ///   (segment group `LOCAL` for `GpuLocal`, `NON_LOCAL` for `GpuShared`).
+    ///
+    /// The sample is timed by the recorder's clock and written to this thread's stream
+    /// (format 1.2 `BUDGET`). Reports chart it against the domain's live bytes, and
+    /// `check` can hold the domain's peak to a share of the smallest budget.
+    #[inline]
+    pub fn budget(&self, budget: u64, usage: u64) {
+        #[cfg(feature = "capture_replay_log")]
+        crate::imp::budget(self.id, budget, usage);
+        #[cfg(not(feature = "capture_replay_log"))]
+        let _ = (budget, usage);
+    }
+
     /// Records the free of the allocation at `addr`.
     #[inline]
     pub fn free(&self, addr: u64) {

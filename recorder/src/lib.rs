@@ -28,6 +28,7 @@
 //! LZ4 blocks. See `ARCHITECTURE.md` at the repository root.
 
 mod allocator;
+mod allocator_report;
 mod config;
 mod domain;
 mod guards;
@@ -41,6 +42,9 @@ pub mod imp;
 pub mod tracing_layer;
 
 pub use allocator::Allocator;
+pub use allocator_report::{
+    record_allocator_report, AllocatorSnapshot, SnapshotAllocation, SnapshotBlock, SnapshotError,
+};
 pub use config::{Config, ConfigError, StackCapture, AUTO_ENCODER_THREADS, MAX_ENCODER_THREADS};
 pub use domain::{Domain, Resource};
 pub use guards::{AttachGuard, ContextGuard};
@@ -181,6 +185,17 @@ pub fn frame_start(frame: u64) {
     imp::frame_start(frame);
     #[cfg(not(feature = "capture_replay_log"))]
     let _ = frame;
+}
+
+/// Records the size in pixels of the swap chain or screen from now on (call it once at
+/// start and after every resize), so that reports can tell screen-sized render targets
+/// from other textures. Written to this thread's stream (format 1.2 `DISPLAY`).
+#[inline]
+pub fn display_size(width: u32, height: u32) {
+    #[cfg(feature = "capture_replay_log")]
+    imp::display_size(width, height);
+    #[cfg(not(feature = "capture_replay_log"))]
+    let _ = (width, height);
 }
 
 /// Reports that the container whose heap allocation starts at `ptr` now uses `used_bytes`

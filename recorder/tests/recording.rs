@@ -207,6 +207,195 @@ fn domains_resources_attaches_and_reallocs_are_recorded() {
     );
 }
 
+#[test]
+fn budgets_and_display_sizes_are_recorded_in_the_querying_threads_stream() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("budget.mrl");
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    // Defined after the start and first named by a budget: its definition comes first.
+    let vram = memreplay::Domain::define("vram.budget", memreplay::DomainKind::GpuLocal, 8 << 30);
+    memreplay::display_size(1920, 1080);
+    vram.alloc(0x1000, 1 << 20);
+    vram.budget(6 << 30, 1 << 30);
+    vram.budget(5 << 30, (5 << 30) + 1);
+    memreplay::display_size(2560, 1440);
+    let worker = std::thread::spawn(move || vram.budget(7 << 30, 3 << 29));
+    worker.join().unwrap();
+    vram.free(0x1000);
+    memreplay::stop().unwrap();
+
+    let log = Log::open(&path).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    assert_eq!((log.header.version_major, log.header.version_minor), (1, 2));
+    let names = strings(&log);
+    let events: Vec<(u32, &Event)> = log.events().collect();
+    let vram_id = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::DefineDomain { id, name, .. } if names[name] == "vram.budget" => Some(*id),
+            _ => None,
+        })
+        .expect("domain definition");
+    // Streams' blocks reach the file in any order: `time` places the samples.
+    let mut budgets: Vec<(u32, u32, u64, u64, u64)> = events
+        .iter()
+        .filter_map(|(t, e)| match **e {
+            Event::Budget { domain, time, budget, usage } => Some((*t, domain, time, budget, usage)),
+            _ => None,
+        })
+        .collect();
+    budgets.sort_by_key(|b| b.2);
+    assert_eq!(budgets.len(), 3, "{budgets:?}");
+    let main_thread = budgets[0].0;
+    assert_eq!(
+        budgets.iter().map(|b| (b.1, b.3, b.4)).collect::<Vec<_>>(),
+        [(vram_id, 6 << 30, 1 << 30), (vram_id, 5 << 30, (5 << 30) + 1), (vram_id, 7 << 30, 3 << 29)]
+    );
+    assert_eq!(budgets[1].0, main_thread);
+    assert_ne!(budgets[2].0, main_thread, "the worker's sample is in the worker's stream");
+    let end_ns = log.report.end.map(|e| e.end_ns).unwrap_or(u64::MAX);
+    assert!(budgets[2].2 <= end_ns);
+    // Each sample follows a TIME of the same clock read in its stream (definitions may
+    // come between).
+    for (t, _, time, ..) in &budgets {
+        let stream: Vec<&Event> = events.iter().filter(|(s, _)| s == t).map(|(_, e)| *e).collect();
+        let at = stream.iter().position(|e| matches!(e, Event::Budget { time: bt, .. } if bt == time)).unwrap();
+        let last_time = stream[..at].iter().rev().find_map(|e| match e {
+            Event::Time { ns } => Some(*ns),
+            _ => None,
+        });
+        assert_eq!(last_time, Some(*time));
+    }
+    // In the main thread's stream, in call order with its allocations.
+    let main: Vec<&Event> = events.iter().filter(|(t, _)| *t == main_thread).map(|(_, e)| *e).collect();
+    let pos = |f: &dyn Fn(&Event) -> bool| main.iter().position(|e| f(e)).unwrap();
+    let alloc = pos(&|e| matches!(e, Event::Alloc { addr: 0x1000, domain, .. } if *domain == vram_id));
+    let first_budget = pos(&|e| matches!(e, Event::Budget { budget, .. } if *budget == 6 << 30));
+    let free = pos(&|e| matches!(e, Event::Free { addr: 0x1000, domain, .. } if *domain == vram_id));
+    let displays: Vec<usize> =
+        main.iter().enumerate().filter(|(_, e)| matches!(e, Event::Display { .. })).map(|(i, _)| i).collect();
+    assert_eq!(displays.len(), 2);
+    assert_eq!(*main[displays[0]], Event::Display { width: 1920, height: 1080 });
+    assert_eq!(*main[displays[1]], Event::Display { width: 2560, height: 1440 });
+    assert!(displays[0] < alloc && alloc < first_budget && first_budget < displays[1] && displays[1] < free);
+}
+
+#[test]
+fn allocator_reports_are_recorded_as_their_differences() {
+    use memreplay::{AllocatorSnapshot, SnapshotAllocation as A, SnapshotBlock as B, SnapshotError};
+    const MIB: u64 = 1 << 20;
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("allocator-report.mrl");
+    memreplay::start(memreplay::Config::new(&path)).unwrap();
+    let blocks = memreplay::Domain::define("wgpu.blocks", memreplay::DomainKind::GpuLocal, 0);
+    let allocs = memreplay::Domain::define_within("wgpu.allocations", memreplay::DomainKind::Pool, 0, blocks);
+
+    // Block A holds a vertex buffer and a texture, block B an index buffer.
+    let first = [
+        A { name: "vb", offset: 0, size: MIB },
+        A { name: "tex", offset: MIB, size: 2 * MIB },
+        A { name: "ib", offset: 0, size: 4 * MIB },
+    ];
+    let first_blocks = [B { size: 64 * MIB, allocations: 0..2 }, B { size: 32 * MIB, allocations: 2..3 }];
+    let s1 = AllocatorSnapshot {
+        allocations: &first,
+        blocks: &first_blocks,
+        total_allocated_bytes: 7 * MIB,
+        total_reserved_bytes: 96 * MIB,
+    };
+    memreplay::record_allocator_report(blocks, allocs, &s1).unwrap();
+    memreplay::label("s1");
+    // The texture moved within A, B was freed, and block C (a render target) came in
+    // B's place in the list.
+    let second = [
+        A { name: "vb", offset: 0, size: MIB },
+        A { name: "tex", offset: 8 * MIB, size: 2 * MIB },
+        A { name: "rt", offset: 0, size: 16 * MIB },
+    ];
+    let second_blocks = [B { size: 64 * MIB, allocations: 0..2 }, B { size: 128 * MIB, allocations: 2..3 }];
+    let s2 = AllocatorSnapshot {
+        allocations: &second,
+        blocks: &second_blocks,
+        total_allocated_bytes: 19 * MIB,
+        total_reserved_bytes: 192 * MIB,
+    };
+    memreplay::record_allocator_report(blocks, allocs, &s2).unwrap();
+    memreplay::label("s2");
+    // Malformed reports are refused whole.
+    let bad_blocks = [B { size: 64 * MIB, allocations: 0..2 }, B { size: 128 * MIB, allocations: 2..9 }];
+    let bad = AllocatorSnapshot { blocks: &bad_blocks, ..s2 };
+    assert_eq!(
+        memreplay::record_allocator_report(blocks, allocs, &bad),
+        Err(SnapshotError::BadRange { block: 1, range: 2..9, allocations: 3 })
+    );
+    let past_end = [A { name: "x", offset: 63 * MIB, size: 2 * MIB }];
+    let bad = AllocatorSnapshot { allocations: &past_end, blocks: &[B { size: 64 * MIB, allocations: 0..1 }], ..s2 };
+    assert_eq!(
+        memreplay::record_allocator_report(blocks, allocs, &bad),
+        Err(SnapshotError::PastBlockEnd { block: 0, allocation: 0 })
+    );
+    assert_eq!(memreplay::record_allocator_report(blocks, blocks, &s2), Err(SnapshotError::SameDomain));
+    memreplay::label("s3");
+    memreplay::stop().unwrap();
+
+    let log = Log::open(&path).unwrap();
+    let names = strings(&log);
+    let events: Vec<(u32, &Event)> = log.events().collect();
+    let id = |want: &str| {
+        events
+            .iter()
+            .find_map(|(_, e)| match e {
+                Event::DefineDomain { id, name, .. } if names[name] == want => Some(*id),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let (block_id, alloc_id) = (id("wgpu.blocks"), id("wgpu.allocations"));
+    // Live bytes per domain at each label, folding the main thread's events in order.
+    let thread = events.iter().find(|(_, e)| matches!(e, Event::Label { .. })).unwrap().0;
+    let mut live: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut at_labels = Vec::new();
+    let (mut allocs_made, mut frees_made) = (0, 0);
+    for (_, e) in events.iter().filter(|(t, _)| *t == thread) {
+        match **e {
+            Event::Alloc { domain, addr, size, .. } if domain == block_id || domain == alloc_id => {
+                assert!(live.insert((domain, addr), size).is_none(), "{addr:#x} allocated twice");
+                allocs_made += 1;
+            }
+            Event::Free { domain, addr, .. } if domain == block_id || domain == alloc_id => {
+                assert!(live.remove(&(domain, addr)).is_some(), "{addr:#x} freed but not live");
+                frees_made += 1;
+            }
+            Event::Label { name, .. } => {
+                let sum = |d: u32| live.iter().filter(|((dom, _), _)| *dom == d).map(|(_, s)| s).sum::<u64>();
+                at_labels.push((names[&name].clone(), sum(alloc_id), sum(block_id)));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        at_labels,
+        [
+            ("s1".to_owned(), s1.total_allocated_bytes, s1.total_reserved_bytes),
+            ("s2".to_owned(), s2.total_allocated_bytes, s2.total_reserved_bytes),
+            ("s3".to_owned(), s2.total_allocated_bytes, s2.total_reserved_bytes),
+        ]
+    );
+    // Only the differences: 2 blocks and 3 allocations, then block C, the moved texture
+    // and the render target; frees of B, its index buffer and the texture's old place.
+    assert_eq!((allocs_made, frees_made), (5 + 3, 3));
+    // Sub-allocations sit inside their block and carry their names.
+    let tex: Vec<u64> = events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Resource { domain, addr, desc } if *domain == alloc_id && names[&desc.name] == "tex" => Some(*addr),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tex.len(), 2);
+    assert_eq!(tex[1] - tex[0], 7 * MIB, "moved from 1 MiB to 8 MiB in the same block");
+}
+
 /// Short-lived threads, a few at a time, while the writer is behind: each new thread
 /// takes a buffer past the pool's bound (it never waits), and those extra buffers are
 /// freed again as the writer returns buffers. The pool stays within its bound plus one

@@ -42,8 +42,8 @@ pub use model::{
 pub use source::{EventSink, IndexedLog};
 pub use state::ReplayState;
 pub use timeline::{
-    Bucket, ContextSeriesKey, ProcessMemory, ProcessSample, Series, Timeline, CONTEXT_SERIES_PER_DOMAIN,
-    TIMELINE_BUCKETS,
+    Bucket, BudgetSample, BudgetSamples, ContextSeriesKey, ProcessMemory, ProcessSample, Series, Timeline,
+    BUDGET_SAMPLES_KEPT, CONTEXT_SERIES_PER_DOMAIN, TIMELINE_BUCKETS,
 };
 
 /// Converts a clock reading in ticks to nanoseconds.

@@ -6,7 +6,7 @@ use memreplay_format::{ResourceDesc, HEAP_DOMAIN};
 use super::ids::{NodeId, ROOT};
 use super::model::{DomainTotals, FrameMark, Held, Marker, Node, PointsHeld, Site, Slot, ThreadState};
 use super::state::ReplayState;
-use super::timeline::{ProcessMemory, Timeline};
+use super::timeline::{BudgetSample, BudgetSamples, ProcessMemory, Timeline};
 
 impl ReplayState {
     /// Depth of a node: 0 for the root, 1 for a top-level context.
@@ -79,6 +79,12 @@ impl ReplayState {
             ),
             ("frame markers", vec_bytes(self.frames.capacity(), size_of::<FrameMark>()), n(self.frames.len())),
             (
+                "budget samples",
+                self.budgets.values().map(|b| vec_bytes(b.samples().len(), size_of::<BudgetSample>())).sum::<u64>()
+                    + map(self.budgets.len(), 4 + size_of::<BudgetSamples>()),
+                self.budgets.values().map(|b| n(b.samples().len())).sum(),
+            ),
+            (
                 "resource descriptors",
                 map(self.resources.len(), 12 + size_of::<ResourceDesc>()),
                 n(self.resources.len()),
@@ -96,6 +102,32 @@ impl ReplayState {
     /// What the OS saw of the process over time, if the recorder sampled it.
     pub fn process_memory(&self) -> &ProcessMemory {
         &self.process_memory
+    }
+
+    /// The driver budget samples of `domain` applied so far, by time (empty when it has
+    /// none); thinned past [`crate::BUDGET_SAMPLES_KEPT`] (see [`BudgetSamples`]).
+    pub fn budget_samples(&self, domain: u32) -> &[BudgetSample] {
+        self.budgets.get(&domain).map_or(&[], |b| b.samples())
+    }
+
+    /// The budget samples of `domain` with their exact count, smallest budget, highest
+    /// usage and latest sample; `None` when it has none.
+    pub fn budget_series(&self, domain: u32) -> Option<&BudgetSamples> {
+        self.budgets.get(&domain)
+    }
+
+    /// The domains that have budget samples, ascending.
+    pub fn budget_domains(&self) -> Vec<u32> {
+        let mut d: Vec<u32> = self.budgets.keys().copied().collect();
+        d.sort_unstable();
+        d
+    }
+
+    /// The display (swap chain or screen) size, width × height in pixels, that the
+    /// last `Display` record applied so far set: at a replay stopped at a point, the
+    /// size then. `None` if none was recorded.
+    pub fn display_size(&self) -> Option<(u32, u32)> {
+        self.display
     }
 
     /// (slot, what it held) at `marker`, for every slot that held something, by slot; `None`

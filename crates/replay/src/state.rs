@@ -28,7 +28,7 @@ use super::model::{
     Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker, ModuleRecord, Node, Peak,
     PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
-use super::timeline::{ProcessMemory, ProcessSample, Timeline};
+use super::timeline::{BudgetSample, BudgetSamples, ProcessMemory, ProcessSample, Timeline};
 
 /// Everything the replay rebuilt. Reports read this, never the log.
 #[derive(Debug, Clone, Default)]
@@ -112,6 +112,10 @@ pub struct ReplayState {
     pub(crate) spread: Vec<(u32, bool)>,
     pub(crate) timeline: Timeline,
     pub(crate) process_memory: ProcessMemory,
+    /// Driver budget samples by domain id (any id a `Budget` record names).
+    pub(crate) budgets: FxMap<u32, BudgetSamples>,
+    /// The last `Display` size applied.
+    pub(crate) display: Option<(u32, u32)>,
     /// Set by [`ReplayState::finish`]: no more events come.
     pub(crate) finished: bool,
     /// Every node's path, made the first time a path is asked for once the replay is
@@ -325,6 +329,10 @@ impl ReplayState {
             Event::ProcessMemory { time, resident, committed } => {
                 self.process_memory.push(ProcessSample { time, resident, committed });
             }
+            Event::Budget { domain, time, budget, usage } => {
+                self.budgets.entry(domain).or_default().push(BudgetSample { time_ns: time, budget, usage });
+            }
+            Event::Display { width, height } => self.display = Some((width, height)),
             Event::Module { base, size, load_bias, path, ref build_id } => {
                 // Only the recorder's metadata stream maps modules (as `ModuleMap::read`).
                 if self.threads[ti].id == memreplay_format::block::METADATA_THREAD {

@@ -13,6 +13,8 @@
 //! Process memory samples (what the OS saw, `ProcessMemory` records) are kept apart in
 //! [`ProcessMemory`]: they come from the recorder's metadata stream, which the merge
 //! hands out last, so they are placed by their own time rather than by the clock.
+//! Driver budget samples (`Budget` records) are kept the same way, per domain, in
+//! [`BudgetSamples`]: placed by their own time, thinned past a bound.
 
 use super::ids::{DomIndex, NodeId};
 
@@ -291,9 +293,115 @@ impl ProcessMemory {
     }
 }
 
+/// One driver budget sample of a domain (a `Budget` record, SPEC.md §7.11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BudgetSample {
+    /// When: clock ticks since the start of the log, like every time of the state
+    /// (nanoseconds at the recorder's 10⁹ ticks per second; `ticks_to_ns` converts).
+    pub time_ns: u64,
+    /// Bytes the driver allows the process in the domain's memory.
+    pub budget: u64,
+    /// Bytes the driver says the process uses there.
+    pub usage: u64,
+}
+
+impl BudgetSample {
+    /// Bytes of usage past the budget (negative: room left), for ranking samples.
+    fn excess(&self) -> i128 {
+        i128::from(self.usage) - i128::from(self.budget)
+    }
+}
+
+/// Samples kept per domain before thinning starts.
+pub const BUDGET_SAMPLES_KEPT: usize = 2 * TIMELINE_BUCKETS;
+
+/// One domain's budget samples, in time order. The game makes one per driver query
+/// (often one a frame), so they are thinned like process memory samples: up to
+/// [`BUDGET_SAMPLES_KEPT`] are kept as recorded; past that, neighbouring samples are
+/// merged in pairs, each pair keeping the one of its two samples further over (or less
+/// under) its budget, ties to the later. Kept samples are always real samples, and a
+/// stretch over budget keeps at least one of its samples through any thinning. The
+/// count, the smallest budget, the highest usage and the latest sample are exact.
+#[derive(Debug, Clone, Default)]
+pub struct BudgetSamples {
+    samples: Vec<BudgetSample>,
+    /// Samples the log held for the domain so far (before thinning).
+    pub recorded: u64,
+    /// The sample with the smallest budget (the earliest of equals).
+    pub min_budget: BudgetSample,
+    /// The sample with the highest usage (the earliest of equals).
+    pub peak_usage: BudgetSample,
+    /// The latest sample by time.
+    pub last: BudgetSample,
+    /// Whether the samples were thinned.
+    pub thinned: bool,
+}
+
+impl BudgetSamples {
+    pub(crate) fn push(&mut self, s: BudgetSample) {
+        if self.recorded == 0 {
+            (self.min_budget, self.peak_usage, self.last) = (s, s, s);
+        } else {
+            let earlier = |a: &BudgetSample, b: &BudgetSample| a.time_ns < b.time_ns;
+            if s.budget < self.min_budget.budget || s.budget == self.min_budget.budget && earlier(&s, &self.min_budget)
+            {
+                self.min_budget = s;
+            }
+            if s.usage > self.peak_usage.usage || s.usage == self.peak_usage.usage && earlier(&s, &self.peak_usage) {
+                self.peak_usage = s;
+            }
+            if s.time_ns >= self.last.time_ns {
+                self.last = s;
+            }
+        }
+        self.recorded += 1;
+        if self.samples.len() == BUDGET_SAMPLES_KEPT {
+            self.thinned = true;
+            let merged: Vec<BudgetSample> =
+                self.samples.chunks_exact(2).map(|p| if p[0].excess() > p[1].excess() { p[0] } else { p[1] }).collect();
+            self.samples = merged;
+        }
+        // Streams hand their samples out in the merge's order, not by time: most come in
+        // order, the others go where their time puts them (after equal times).
+        let at = self.samples.partition_point(|k| k.time_ns <= s.time_ns);
+        self.samples.insert(at, s);
+    }
+
+    /// The kept samples, by time.
+    pub fn samples(&self) -> &[BudgetSample] {
+        &self.samples
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budget_samples_stay_sorted_bounded_and_keep_their_extremes() {
+        let mut b = BudgetSamples::default();
+        b.push(BudgetSample { time_ns: 20, budget: 100, usage: 50 });
+        b.push(BudgetSample { time_ns: 10, budget: 90, usage: 95 });
+        b.push(BudgetSample { time_ns: 30, budget: 100, usage: 60 });
+        let times: Vec<u64> = b.samples().iter().map(|s| s.time_ns).collect();
+        assert_eq!(times, [10, 20, 30]);
+        assert_eq!((b.min_budget.time_ns, b.peak_usage.time_ns, b.last.time_ns), (10, 10, 30));
+
+        // Many more: one over-budget sample in the middle must survive the thinning.
+        let mut b = BudgetSamples::default();
+        let n = 10 * BUDGET_SAMPLES_KEPT as u64;
+        for t in 0..n {
+            let usage = if t == n / 2 { 2_000 } else { 500 + t % 7 };
+            b.push(BudgetSample { time_ns: t, budget: 1_000 + t % 3, usage });
+        }
+        assert!(b.thinned && b.samples().len() <= BUDGET_SAMPLES_KEPT + 1);
+        assert_eq!(b.recorded, n);
+        assert!(b.samples().contains(&BudgetSample { time_ns: n / 2, budget: 1_000 + (n / 2) % 3, usage: 2_000 }));
+        assert!(b.samples().windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+        assert_eq!((b.min_budget.budget, b.min_budget.time_ns), (1_000, 0));
+        assert_eq!(b.peak_usage.usage, 2_000);
+        assert_eq!(b.last.time_ns, n - 1);
+    }
 
     /// A reference: every (time, value) change, bucketed afterwards at the final width.
     fn reference(changes: &[(u64, i64)], shift: u32, buckets: usize) -> Vec<Bucket> {

@@ -103,8 +103,26 @@ pub struct TimelineData {
     /// replay's cap per domain). No `low`.
     pub contexts: Vec<SeriesData>,
     pub process: Option<ProcessData>,
+    /// What the driver reported (format 1.2 budget samples), per selected domain that
+    /// has samples; left out when none has.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetData>,
     pub labels: Vec<LabelData>,
     pub frames: FramesData,
+}
+
+/// One domain's driver budget samples (as the replay kept them), each holding until the
+/// next: drawn as two step lines over the domain's live bytes.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetData {
+    /// Domain index.
+    pub domain: usize,
+    /// When each sample was taken, in ns since the start.
+    pub time_ns: Vec<u64>,
+    /// Bytes the driver allowed.
+    pub budget: Vec<u64>,
+    /// Bytes the driver said the process used.
+    pub usage: Vec<u64>,
 }
 
 /// Live bytes over time: per bucket the lowest, highest and last value.
@@ -976,6 +994,20 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
         resident: pm.samples().iter().map(|s| s.resident).collect(),
         committed: pm.samples().iter().map(|s| s.committed).collect(),
     });
+    let budgets = sel
+        .domains
+        .iter()
+        .enumerate()
+        .filter_map(|(di, &id)| {
+            let samples = state.budget_samples(id);
+            (!samples.is_empty()).then(|| BudgetData {
+                domain: di,
+                time_ns: samples.iter().map(|s| l.ns(s.time_ns)).collect(),
+                budget: samples.iter().map(|s| s.budget).collect(),
+                usage: samples.iter().map(|s| s.usage).collect(),
+            })
+        })
+        .collect();
     let labels = state
         .labels
         .iter()
@@ -996,7 +1028,7 @@ fn timeline(l: &Loaded, out_of: &[usize], label_points: &[Option<usize>]) -> Tim
         frame: kept_frames.iter().map(|f| f.frame).collect(),
         time_ns: kept_frames.iter().map(|f| l.ns(f.time_ns)).collect(),
     };
-    TimelineData { edges_ns, domains, contexts, process, labels, frames }
+    TimelineData { edges_ns, domains, contexts, process, budgets, labels, frames }
 }
 
 #[cfg(test)]
@@ -1092,6 +1124,31 @@ mod tests {
         let without = page(true, None);
         assert!(!without.contains("id=\"gpu-panel\"") && !without.contains("@GPU@"));
         assert!(!page(false, Some(&view)).contains("id=\"gpu-panel\""), "no GPU domain, no GPU section");
+    }
+
+    fn page(name: &str, budgets: bool) -> String {
+        let args = crate::ReportOptions::new(crate::testlog::budget_log(name, budgets));
+        let symbols = memreplay_symbols::SymbolOptions { disabled: true, ..Default::default() };
+        crate::run_html(&args, &symbols, &HtmlOptions::default(), crate::Progress::Hidden).unwrap()
+    }
+
+    #[test]
+    fn the_timeline_carries_each_domains_budget_samples() {
+        use crate::testlog::MIB;
+        let with = page("html-budget", true);
+        let want = format!(
+            r#""budgets":[{{"domain":{},"time_ns":[2000,5000,8000],"budget":[{},{},{}],"usage":[{},{},{}]}}]"#,
+            1,
+            1000 * MIB,
+            800 * MIB,
+            900 * MIB,
+            400 * MIB,
+            950 * MIB,
+            500 * MIB
+        );
+        assert!(with.contains(&want), "{}", with.split("\"timeline\"").nth(1).unwrap_or("")[..600].to_owned());
+        let without = page("html-plain", false);
+        assert!(!without.contains(r#""budgets""#));
     }
 
     /// The summary's labels, serialized beside its JSON value, come out as the value of

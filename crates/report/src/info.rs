@@ -114,6 +114,10 @@ pub struct EventCounts {
     pub module: u64,
     /// `ProcessMemory` samples (format 1.1).
     pub process_memory: u64,
+    /// `Budget` samples (format 1.2).
+    pub budget: u64,
+    /// `Display` sizes (format 1.2).
+    pub display: u64,
     /// `Lost` records, and the events they say were lost.
     pub lost: u64,
     pub lost_events: u64,
@@ -146,7 +150,7 @@ pub struct RecordBytes {
 }
 
 /// The record kinds of [`LogBytes::raw_by_record`], by [`record_kind`].
-const RECORD_KINDS: [&str; 23] = [
+const RECORD_KINDS: [&str; 25] = [
     "alloc",
     "free",
     "realloc",
@@ -168,6 +172,8 @@ const RECORD_KINDS: [&str; 23] = [
     "define_domain",
     "module",
     "process_memory",
+    "budget",
+    "display",
     "lost",
     "unknown",
 ];
@@ -196,8 +202,10 @@ fn record_kind(e: &Event) -> usize {
         Event::DefineDomain { .. } => 18,
         Event::Module { .. } => 19,
         Event::ProcessMemory { .. } => 20,
-        Event::Lost { .. } => 21,
-        Event::Unknown { .. } => 22,
+        Event::Budget { .. } => 21,
+        Event::Display { .. } => 22,
+        Event::Lost { .. } => 23,
+        Event::Unknown { .. } => 24,
     }
 }
 
@@ -470,6 +478,8 @@ impl Counter {
                 }
                 Event::Module { .. } => counts.module += 1,
                 Event::ProcessMemory { .. } => counts.process_memory += 1,
+                Event::Budget { .. } => counts.budget += 1,
+                Event::Display { .. } => counts.display += 1,
                 Event::ThreadInfo { os_tid, name } => {
                     counts.thread_info += 1;
                     let t = self.threads.get_mut(&stream).expect("inserted above");
@@ -706,6 +716,12 @@ impl Info {
         }
         writeln!(o, "  {:<16} {:>9}", "module", e.module)?;
         writeln!(o, "  {:<16} {:>9}", "process memory", e.process_memory)?;
+        // Format 1.2 records: said when a log has them.
+        for (name, n) in [("budget", e.budget), ("display", e.display)] {
+            if n > 0 {
+                writeln!(o, "  {name:<16} {n:>9}")?;
+            }
+        }
         writeln!(o, "  {:<16} {:>9}  ({} events lost)", "lost", e.lost, e.lost_events)?;
 
         let b = &self.bytes;

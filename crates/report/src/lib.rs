@@ -47,6 +47,8 @@ mod sites;
 mod summarize;
 mod table;
 mod takes;
+#[cfg(test)]
+mod testlog;
 mod time;
 mod timeline_chart;
 mod top;

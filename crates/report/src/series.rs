@@ -28,6 +28,10 @@ pub struct TimelineData {
     pub contexts: Vec<SeriesData>,
     /// What the OS saw of the process, if the recorder sampled it.
     pub process: Vec<ProcessPoint>,
+    /// What the driver reported (format 1.2 budget samples), per selected domain that
+    /// has samples; left out of the JSON when none has.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetLine>,
     pub labels: Vec<LabelMark>,
     /// Frame starts, in order.
     pub frames: Vec<FrameMark>,
@@ -58,6 +62,27 @@ pub struct ProcessPoint {
     pub resident: u64,
     /// 0 when the OS did not tell.
     pub committed: u64,
+}
+
+/// One domain's driver budget samples, as the replay kept them (in time order; thinned
+/// past 2048, see `memreplay_replay::BudgetSamples`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetLine {
+    /// The domain's name.
+    pub domain: String,
+    /// The samples: each holds until the next one.
+    pub points: Vec<BudgetPoint>,
+}
+
+/// One driver budget sample, in nanoseconds since the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BudgetPoint {
+    /// When the game asked the driver.
+    pub time_ns: u64,
+    /// Bytes the driver allows the process there.
+    pub budget: u64,
+    /// Bytes the driver says the process uses there.
+    pub usage: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -133,14 +158,30 @@ pub fn build(l: &Loaded) -> TimelineData {
         .iter()
         .map(|s| ProcessPoint { time_ns: l.ns(s.time), resident: s.resident, committed: s.committed })
         .collect::<Vec<_>>();
+    let budgets: Vec<BudgetLine> = l
+        .sel
+        .domains
+        .iter()
+        .filter_map(|&id| {
+            let samples = state.budget_samples(id);
+            (!samples.is_empty()).then(|| BudgetLine {
+                domain: domain_ref(state, id).name,
+                points: samples
+                    .iter()
+                    .map(|s| BudgetPoint { time_ns: l.ns(s.time_ns), budget: s.budget, usage: s.usage })
+                    .collect(),
+            })
+        })
+        .collect();
     let labels = state
         .labels
         .iter()
         .map(|m| LabelMark { name: state.string(m.name), time_ns: l.ns(m.time_ns), frame: m.frame })
         .collect();
     let frames = state.frames.iter().map(|f| FrameMark { frame: f.frame, time_ns: l.ns(f.time_ns) }).collect();
-    let end_ns = l.end_ns().max(process.last().map_or(0, |p| p.time_ns));
-    TimelineData { bucket_ns, buckets, end_ns, domains, contexts, process, labels, frames }
+    let last_budget = budgets.iter().filter_map(|b| b.points.last()).map(|p| p.time_ns).max();
+    let end_ns = l.end_ns().max(process.last().map_or(0, |p| p.time_ns)).max(last_budget.unwrap_or(0));
+    TimelineData { bucket_ns, buckets, end_ns, domains, contexts, process, budgets, labels, frames }
 }
 
 impl TimelineData {

@@ -7,6 +7,10 @@
 //! than a bucket still shows at its full height. The SVG is plain and self-describing:
 //! every series is a `<g class="series">` whose `data-*` attributes give its name, peak
 //! and end value in bytes, for tests and scripts.
+//!
+//! A domain with driver budget samples (format 1.2) gets two step lines in its colour
+//! over its live bytes: the budget (long dashes) and the driver's usage (dots), each
+//! sample held until the next one and the last to the end of the recording.
 
 use std::fmt::Write as _;
 
@@ -66,6 +70,14 @@ enum LineData<'a> {
         name: &'static str,
         points: Vec<(u64, u64)>,
     },
+    /// (time, bytes) samples, each held until the next: a domain's driver budget or
+    /// usage (`kind`).
+    Steps {
+        name: String,
+        domain: &'a str,
+        kind: &'static str,
+        points: Vec<(u64, u64)>,
+    },
 }
 
 impl Line<'_> {
@@ -73,13 +85,16 @@ impl Line<'_> {
         match &self.data {
             LineData::Buckets(s) => &s.name,
             LineData::Points { name, .. } => name,
+            LineData::Steps { name, .. } => name,
         }
     }
 
     fn max(&self) -> u64 {
         match &self.data {
             LineData::Buckets(s) => s.high.iter().copied().max().unwrap_or(0),
-            LineData::Points { points, .. } => points.iter().map(|p| p.1).max().unwrap_or(0),
+            LineData::Points { points, .. } | LineData::Steps { points, .. } => {
+                points.iter().map(|p| p.1).max().unwrap_or(0)
+            }
         }
     }
 }
@@ -95,6 +110,30 @@ pub fn svg(data: &TimelineData, title: &str, opts: ChartOptions) -> String {
         ChartBy::Domain => {
             for (i, s) in data.domains.iter().enumerate() {
                 lines.push(Line { data: LineData::Buckets(s), color: PALETTE[i % PALETTE.len()], dashed: false });
+            }
+            let mut extra = data.domains.len();
+            for b in &data.budgets {
+                // The domain's colour; a domain without a live-bytes series gets the next.
+                let color = match data.domains.iter().position(|d| d.name == b.domain) {
+                    Some(i) => PALETTE[i % PALETTE.len()],
+                    None => {
+                        extra += 1;
+                        PALETTE[(extra - 1) % PALETTE.len()]
+                    }
+                };
+                for (kind, value) in [("budget", 0), ("usage", 1)] {
+                    let points = b.points.iter().map(|p| (p.time_ns, if value == 0 { p.budget } else { p.usage }));
+                    lines.push(Line {
+                        data: LineData::Steps {
+                            name: format!("{} {kind} (driver)", b.domain),
+                            domain: &b.domain,
+                            kind,
+                            points: points.collect(),
+                        },
+                        color,
+                        dashed: true,
+                    });
+                }
             }
             if !data.process.is_empty() {
                 let resident = data.process.iter().map(|p| (p.time_ns, p.resident)).collect();
@@ -153,7 +192,7 @@ pub fn svg(data: &TimelineData, title: &str, opts: ChartOptions) -> String {
             .iter()
             .filter_map(|l| match l.data {
                 LineData::Buckets(s) => s.capacity.map(|_| (s, l.color)),
-                LineData::Points { .. } => None,
+                LineData::Points { .. } | LineData::Steps { .. } => None,
             })
             .collect(),
         ChartBy::Context => Vec::new(),
@@ -305,6 +344,30 @@ pub fn svg(data: &TimelineData, title: &str, opts: ChartOptions) -> String {
                     if line.dashed { r#" stroke-dasharray="6 3""# } else { "" }
                 );
             }
+            LineData::Steps { name, domain, kind, points } => {
+                let mut d = String::new();
+                for (i, &(t, v)) in points.iter().enumerate() {
+                    if i == 0 {
+                        let _ = write!(d, "M{:.1},{:.1}", x(t), y(v));
+                    } else {
+                        let _ = write!(d, " H{:.1} V{:.1}", x(t), y(v));
+                    }
+                }
+                if !points.is_empty() {
+                    let _ = write!(d, " H{:.1}", x(t_end));
+                }
+                let peak = points.iter().map(|p| p.1).max().unwrap_or(0);
+                let end = points.last().map_or(0, |p| p.1);
+                let _ = writeln!(
+                    o,
+                    r#"<g class="series budget" data-name="{}" data-domain="{}" data-kind="{kind}" data-peak="{peak}" data-end="{end}" data-points="{}"><path class="line" d="{d}" fill="none" stroke="{}" stroke-width="1.4" stroke-dasharray="{}"/></g>"#,
+                    esc(name),
+                    esc(domain),
+                    points.len(),
+                    line.color,
+                    step_dashes(kind)
+                );
+            }
         }
     }
     for (i, label) in data.labels.iter().enumerate() {
@@ -348,7 +411,11 @@ pub fn svg(data: &TimelineData, title: &str, opts: ChartOptions) -> String {
         let ly = MARGIN_TOP + plot_h + 56.0 + 16.0 * *row as f64;
         match lines.get(i) {
             Some(line) => {
-                let dash = if line.dashed { r#" stroke-dasharray="6 3""# } else { "" };
+                let dash = match &line.data {
+                    LineData::Steps { kind, .. } => format!(r#" stroke-dasharray="{}""#, step_dashes(kind)),
+                    _ if line.dashed => r#" stroke-dasharray="6 3""#.to_owned(),
+                    _ => String::new(),
+                };
                 let _ = writeln!(
                     o,
                     r#"<line x1="{lx:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{}" stroke-width="3"{dash}/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
@@ -376,6 +443,15 @@ pub fn svg(data: &TimelineData, title: &str, opts: ChartOptions) -> String {
     let _ = writeln!(o, "</g>");
     o.push_str("</svg>\n");
     o
+}
+
+/// The dash pattern of a driver step line: long dashes for the budget, dots for usage.
+fn step_dashes(kind: &str) -> &'static str {
+    if kind == "budget" {
+        "10 4"
+    } else {
+        "2 3"
+    }
 }
 
 /// The top of the byte axis: `v` rounded up to an eighth of the next power of two, so
@@ -417,6 +493,53 @@ pub fn png(svg: &str) -> Result<(Vec<u8>, Option<String>), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testlog::{budget_log, MIB};
+    use crate::{run_timeline, ImageFormat, Progress, ReportOptions};
+
+    fn chart(name: &str, budgets: bool) -> String {
+        let opts = ReportOptions::new(budget_log(name, budgets));
+        let svg = run_timeline(&opts, ChartOptions::default(), ImageFormat::Svg, Progress::Hidden).unwrap();
+        String::from_utf8(svg).unwrap()
+    }
+
+    /// The `<g class="series budget" ...>` element of `kind`, as one line.
+    fn budget_line<'a>(svg: &'a str, kind: &str) -> &'a str {
+        let want = format!(r#"data-kind="{kind}""#);
+        svg.lines().find(|l| l.starts_with(r#"<g class="series budget""#) && l.contains(&want)).unwrap()
+    }
+
+    #[test]
+    fn a_domain_with_budget_samples_gets_its_budget_and_usage_as_steps() {
+        let svg = chart("chart-budget", true);
+        let budget = budget_line(&svg, "budget");
+        assert!(budget.contains(r#"data-name="vram.local budget (driver)" data-domain="vram.local""#), "{budget}");
+        assert!(
+            budget.contains(&format!(r#"data-peak="{}" data-end="{}" data-points="3""#, 1000 * MIB, 900 * MIB)),
+            "{budget}"
+        );
+        let usage = budget_line(&svg, "usage");
+        assert!(usage.contains(&format!(r#"data-peak="{}" data-end="{}""#, 950 * MIB, 500 * MIB)), "{usage}");
+        // Steps: a start, then per sample a horizontal run and a vertical step, then a
+        // run to the end of the plot (10 µs, at its right edge).
+        let d = budget.split(r#" d=""#).nth(1).unwrap().split('"').next().unwrap();
+        let parts: Vec<&str> = d.split(' ').collect();
+        assert_eq!(parts.len(), 1 + 2 * 2 + 1, "{d}");
+        assert!(parts[0].starts_with('M') && parts[1].starts_with('H') && parts[2].starts_with('V'), "{d}");
+        assert_eq!(parts[5], format!("H{:.1}", 1200.0 - MARGIN_RIGHT));
+        // Same colour as the domain's live bytes, and both in the legend.
+        let live = svg.lines().find(|l| l.contains(r#"<g class="series" data-name="vram.local""#)).unwrap();
+        let color =
+            |l: &str| l.split(r#"class="line""#).nth(1).unwrap().split(r#"stroke=""#).nth(1).unwrap()[..7].to_owned();
+        assert_eq!(color(budget), color(live));
+        assert!(svg.contains("vram.local budget (driver) (max 1000.0 MiB)"), "{svg}");
+        assert!(svg.contains("vram.local usage (driver) (max 950.0 MiB)"));
+    }
+
+    #[test]
+    fn a_log_without_budget_samples_draws_no_budget_lines() {
+        let svg = chart("chart-plain", false);
+        assert!(!svg.contains("budget") && !svg.contains("driver"), "{svg}");
+    }
 
     #[test]
     fn ceilings_are_round_and_above() {

@@ -324,6 +324,16 @@ impl EventEncoder {
                 put_u64(b, resident);
                 put_u64(b, committed);
             }),
+            Event::Budget { domain, time, budget, usage } => self.sized(tag::BUDGET, |b| {
+                put_u64(b, u64::from(domain));
+                put_u64(b, time);
+                put_u64(b, budget);
+                put_u64(b, usage);
+            }),
+            Event::Display { width, height } => self.sized(tag::DISPLAY, |b| {
+                put_u64(b, u64::from(width));
+                put_u64(b, u64::from(height));
+            }),
             Event::Unknown { .. } => {
                 // Nothing to write: an unknown record's body was not kept.
                 self.count -= 1;
@@ -617,6 +627,8 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
         tag::RESOURCE => "resource descriptor",
         tag::LOST => "lost record",
         tag::PROCESS_MEMORY => "process memory sample",
+        tag::BUDGET => "budget sample",
+        tag::DISPLAY => "display size",
         _ => return Ok(Event::Unknown { tag: t, len: body.len() as u32 }),
     };
     let r = (|| -> Result<Event, CursorError> {
@@ -677,6 +689,8 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
             }
             tag::LOST => Event::Lost { events: b.u64()?, bytes: b.u64()?, reason: LossReason::from_byte(b.u8()?) },
             tag::PROCESS_MEMORY => Event::ProcessMemory { time: b.u64()?, resident: b.u64()?, committed: b.u64()? },
+            tag::BUDGET => Event::Budget { domain: b.u32()?, time: b.u64()?, budget: b.u64()?, usage: b.u64()? },
+            tag::DISPLAY => Event::Display { width: b.u32()?, height: b.u32()? },
             _ => unreachable!("filtered above"),
         })
     })();

@@ -195,6 +195,8 @@ pub mod tag {
     pub const RESOURCE: u8 = 0x26;
     pub const LOST: u8 = 0x27;
     pub const PROCESS_MEMORY: u8 = 0x28;
+    pub const BUDGET: u8 = 0x29;
+    pub const DISPLAY: u8 = 0x2a;
 }
 pub const FIRST_SIZED_TAG: u8 = 0x20;
 /// Entries of each recent-address list (SPEC.md §6.1).

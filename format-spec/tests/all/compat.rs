@@ -114,6 +114,8 @@ fn sized_events() -> Vec<Event> {
         },
         Event::Lost { events: 10, bytes: 4000, reason: LossReason::ThreadTeardown },
         Event::ProcessMemory { time: 5_000_000, resident: 48 << 20, committed: 64 << 20 },
+        Event::Budget { domain: 6, time: 7_000_000, budget: 6 << 30, usage: 5 << 30 },
+        Event::Display { width: 2560, height: 1440 },
     ]
 }
 
@@ -148,6 +150,44 @@ fn truncated_known_sized_records_are_malformed() {
         // A body cut to its first byte: every record here needs more.
         let got: Vec<_> = decode_events(&cut).collect();
         assert!(matches!(got[..], [Err(BlockError::Malformed { offset: 0, .. })]), "{ev:?}: {got:?}");
+    }
+}
+
+#[test]
+fn budget_and_display_records_decode_as_specified() {
+    // BUDGET: tag 0x29, body 8: domain 3, time 1000 (e8 07), budget 2^30 (80 80 80 80 04),
+    // usage 5.
+    let budget = [0x29, 0x09, 0x03, 0xe8, 0x07, 0x80, 0x80, 0x80, 0x80, 0x04, 0x05];
+    // DISPLAY: tag 0x2a, body 4: width 1920 (80 0f), height 1080 (b8 08).
+    let display = [0x2a, 0x04, 0x80, 0x0f, 0xb8, 0x08];
+    let mut payload = budget.to_vec();
+    payload.extend_from_slice(&display);
+    let got: Vec<Event> = decode_events(&payload).collect::<Result<_, _>>().unwrap();
+    assert_eq!(
+        got,
+        [
+            Event::Budget { domain: 3, time: 1000, budget: 1 << 30, usage: 5 },
+            Event::Display { width: 1920, height: 1080 },
+        ]
+    );
+    assert_eq!(encode(&got), payload);
+}
+
+#[test]
+fn malformed_budget_and_display_bodies_are_malformed() {
+    let cases: [(&[u8], &str); 4] = [
+        // A domain past 2^32 - 1 (uv32 overflow).
+        (&[0x29, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10, 0x01, 0x01, 0x01], "budget sample"),
+        // The body ends before `usage`.
+        (&[0x29, 0x03, 0x01, 0x02, 0x03], "budget sample"),
+        // A height past 2^32 - 1.
+        (&[0x2a, 0x06, 0x01, 0x80, 0x80, 0x80, 0x80, 0x10], "display size"),
+        // The body ends inside `height`'s varint.
+        (&[0x2a, 0x02, 0x01, 0x80], "display size"),
+    ];
+    for (payload, what) in cases {
+        let got: Vec<_> = decode_events(payload).collect();
+        assert_eq!(got, [Err(BlockError::Malformed { offset: 0, what })], "{payload:02x?}");
     }
 }
 

@@ -97,6 +97,9 @@ fn event() -> impl Strategy<Value = Event> {
             resident,
             committed
         }),
+        (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(domain, time, budget, usage)| { Event::Budget { domain, time, budget, usage } }),
+        (any::<u32>(), any::<u32>()).prop_map(|(width, height)| Event::Display { width, height }),
     ]
 }
 
@@ -351,6 +354,10 @@ fn extreme_values_round_trip() {
         Event::Lost { events: 0, bytes: 0, reason: LossReason::Unknown(0) },
         Event::ProcessMemory { time: m64, resident: m64, committed: m64 },
         Event::ProcessMemory { time: 0, resident: 0, committed: 0 },
+        Event::Budget { domain: m32, time: m64, budget: m64, usage: m64 },
+        Event::Budget { domain: 0, time: 0, budget: 0, usage: 0 },
+        Event::Display { width: m32, height: m32 },
+        Event::Display { width: 0, height: 0 },
     ];
     check_round_trip(&fixed_header(), &[(u32::MAX, all_max)], u64::MAX, u64::MAX);
 }

@@ -401,6 +401,12 @@ impl Encoder {
                 let desc = ResourceDesc { kind, width, height, depth_or_layers, mip_levels, format, name };
                 Event::Resource { domain, addr, desc }
             }
+            record::BUDGET => {
+                let (domain, time, budget, usage) = (r.u32(), r.u64(), r.u64(), r.u64());
+                self.sync_domains(thread, domain);
+                Event::Budget { domain, time, budget, usage }
+            }
+            record::DISPLAY => Event::Display { width: r.u32(), height: r.u32() },
             record::USAGE => Event::Usage { seq: r.u64(), addr: r.u64(), used: r.u64() },
             record::CONTEXT_PUSH => {
                 let (ptr, len, flags) = (r.u64(), r.u64(), r.u8());

@@ -30,8 +30,8 @@ use crate::{Config, SessionStats, StackCapture, StartError};
 use buffer::{BufPtr, BufferPool};
 
 pub(crate) use thread::{
-    attach_pop, attach_push, context_pop, domain_alloc, domain_free, frame_start, in_recorder, label, on_alloc,
-    on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
+    attach_pop, attach_push, budget, context_pop, display_size, domain_alloc, domain_free, frame_start, in_recorder,
+    label, on_alloc, on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
 };
 // Called from the macros, expanded in the game's crate.
 pub use thread::{context_push, label_fmt};

@@ -19,6 +19,8 @@ pub(crate) const FRAME: u8 = 12;
 pub(crate) const LABEL: u8 = 13;
 pub(crate) const THREAD_INFO: u8 = 14;
 pub(crate) const RESOURCE: u8 = 15;
+pub(crate) const BUDGET: u8 = 16;
+pub(crate) const DISPLAY: u8 = 17;
 
 /// Longest name (context, label, thread, resource) kept, in bytes; longer ones are cut
 /// at a character boundary and end in "…".

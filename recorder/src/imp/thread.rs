@@ -322,7 +322,8 @@ impl ThreadState {
         key
     }
 
-    fn time(&mut self, session: &Session) {
+    /// Writes the stream's time (the recorder's clock) and returns it.
+    fn time(&mut self, session: &Session) -> u64 {
         self.events_since_time = 0;
         // One clock read for both: the key's floor and the stream's time.
         let now = std::time::Instant::now();
@@ -332,6 +333,7 @@ impl ThreadState {
         w.u8(record::TIME);
         w.u64(ns);
         self.commit(w);
+        ns
     }
 
     fn thread_info(&mut self, os_tid: u64, name: &str) {
@@ -568,6 +570,33 @@ pub(crate) fn frame_start(frame: u64) {
         w.u8(record::FRAME);
         w.u64(seq);
         w.u64(frame);
+        st.commit(w);
+    });
+}
+
+/// A driver's budget and usage for `domain`, at the recorder's clock: written after a
+/// `TIME` of the same clock read, in this thread's stream, so it keeps its place among
+/// the thread's allocations.
+pub(crate) fn budget(domain: u32, budget: u64, usage: u64) {
+    with_state(|st, s| {
+        let time = st.time(s);
+        let mut w = st.reserve(1 + 4 + 8 * 3);
+        w.u8(record::BUDGET);
+        w.u32(domain);
+        w.u64(time);
+        w.u64(budget);
+        w.u64(usage);
+        st.commit(w);
+    });
+}
+
+/// The swap chain's or screen's size from here on, in this thread's stream.
+pub(crate) fn display_size(width: u32, height: u32) {
+    with_state(|st, _| {
+        let mut w = st.reserve(1 + 4 + 4);
+        w.u8(record::DISPLAY);
+        w.u32(width);
+        w.u32(height);
         st.commit(w);
     });
 }

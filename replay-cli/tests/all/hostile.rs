@@ -109,6 +109,9 @@ fn event() -> impl Strategy<Value = Event> {
         }),
         1 => (number(), number(), number())
             .prop_map(|(time, resident, committed)| Event::ProcessMemory { time, resident, committed }),
+        1 => (prop_oneof![Just(0u32), 1u32..4, Just(u32::MAX)], number(), number(), number())
+            .prop_map(|(domain, time, budget, usage)| Event::Budget { domain, time, budget, usage }),
+        1 => (id(), id()).prop_map(|(width, height)| Event::Display { width, height }),
     ]
 }
 
@@ -172,6 +175,8 @@ name = "heap"
 max_peak = "1MiB"
 max_live = 0
 max_growth_percent = 1
+max_peak_of_budget = "90%"
+max_usage_of_budget = "100%"
 
 [leaks]
 max_bytes = "1KiB"

@@ -2,5 +2,6 @@
 //! means (`model`), and the merge of threads' blocks against a reference merge
 //! (`merge_order`). Logs come from `memreplay-fixtures`.
 
+mod budget;
 mod merge_order;
 mod model;

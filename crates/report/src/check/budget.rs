@@ -77,6 +77,12 @@ pub enum Metric {
     /// Growth of a figure over the baseline log, in bytes or in percent.
     GrowthBytes(GrowthOf),
     GrowthPercent(GrowthOf),
+    /// The domain's peak of live bytes (what the log tracked), in percent of the
+    /// smallest budget the driver reported for it (format 1.2 budget samples).
+    PeakOfBudget,
+    /// The highest usage the driver reported for the domain, in percent of the smallest
+    /// budget it reported.
+    UsageOfBudget,
 }
 
 /// The figure growth rules compare.
@@ -230,6 +236,8 @@ struct RawDomain {
     max_peak: Opt<Bytes>,
     max_live: Opt<Bytes>,
     max_live_count: Opt<u64>,
+    max_peak_of_budget: Opt<Percent>,
+    max_usage_of_budget: Opt<Percent>,
     growth_of: Option<GrowthOf>,
     max_growth_bytes: Opt<Bytes>,
     max_growth_percent: Opt<Percent>,
@@ -311,6 +319,12 @@ impl Budget {
             }
             if let Some(v) = &d.max_live_count {
                 add(Metric::LiveCount, Limit::MaxCount(*v.get_ref()), line(v.span()));
+            }
+            if let Some(v) = &d.max_peak_of_budget {
+                add(Metric::PeakOfBudget, Limit::MaxPercent(v.get_ref().0), line(v.span()));
+            }
+            if let Some(v) = &d.max_usage_of_budget {
+                add(Metric::UsageOfBudget, Limit::MaxPercent(v.get_ref().0), line(v.span()));
             }
             if let Some(v) = &d.max_growth_bytes {
                 add(Metric::GrowthBytes(of), Limit::MaxBytes(v.get_ref().0), line(v.span()));
@@ -499,6 +513,22 @@ max_percent = 10
         assert_eq!((b.rules[9].scope.clone(), b.rules[9].limit), (Scope::HeapContainers, Limit::MinPercent(0.1)));
         assert_eq!(b.rules[10].metric, Metric::GrowthBytes(GrowthOf::Live));
         assert!(b.needs_baseline().is_some());
+    }
+
+    #[test]
+    fn budget_share_limits_read_as_percentages() {
+        let b = Budget::parse(
+            "b.toml",
+            "[[domain]]\nname = \"vram.local\"\nmax_peak_of_budget = \"90%\"\nmax_usage_of_budget = 100\n",
+        )
+        .unwrap();
+        let rules: Vec<(Metric, Limit, usize)> = b.rules.iter().map(|r| (r.metric, r.limit, r.line)).collect();
+        assert_eq!(
+            rules,
+            [(Metric::PeakOfBudget, Limit::MaxPercent(90.0), 3), (Metric::UsageOfBudget, Limit::MaxPercent(100.0), 4)]
+        );
+        let e = err("[[domain]]\nname = \"vram.local\"\nmax_peak_of_budget = \"90 MiB\"\n");
+        assert!(e.starts_with("b.toml:3: "), "{e}");
     }
 
     #[test]

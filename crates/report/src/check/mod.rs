@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::compare::{path_text, LevelPath, LogFigures, Metrics};
+use crate::gpu::GpuBudget;
 use crate::integrity::{DamageKind, LogIntegrity};
 use crate::loaded::{load_with, to_json, Loaded, Progress, SCHEMA_VERSION};
 use crate::matching::{signed_count, signed_size};
@@ -210,7 +211,7 @@ pub struct RuleResult {
     /// The domain the figure is read in (null: the top-level domains summed).
     pub domain: Option<String>,
     /// `peak`, `live`, `live_count`, `instances`, `per_instance`, `efficiency`,
-    /// `growth_bytes` or `growth_percent`.
+    /// `growth_bytes`, `growth_percent`, `peak_of_budget` or `usage_of_budget`.
     pub metric: &'static str,
     /// For growth rules: the figure compared (`peak`, `live`, `total`).
     pub growth_of: Option<&'static str>,
@@ -225,7 +226,7 @@ pub struct RuleResult {
     /// The rule's limit.
     pub limit: Number,
     /// Null when nothing could be measured (no container for an efficiency, growth from
-    /// nothing in percent).
+    /// nothing in percent, no budget sample or a budget of 0 for a share of budget).
     pub measured: Option<Number>,
     /// For growth rules: the same figure in the baseline.
     pub baseline: Option<Number>,
@@ -327,6 +328,7 @@ fn measure_all(budget: &Budget, log: &Loaded, baseline: Option<&Loaded>) -> Resu
 
 /// One log's figures at every point the budget names.
 struct Measured<'a> {
+    loaded: &'a Loaded,
     /// By label (`None`: the end).
     at: HashMap<Option<String>, LogFigures<'a>>,
     /// "the log" or "the baseline", for messages.
@@ -348,7 +350,7 @@ impl<'a> Measured<'a> {
             let sel = Selection::resolve(state, &args).map_err(|e| located_error(budget, point, which, e))?;
             at.insert(key, LogFigures::new(state, &sel));
         }
-        Ok(Measured { at, which })
+        Ok(Measured { loaded, at, which })
     }
 
     fn figures(&self, at: &Option<Located<String>>) -> &LogFigures<'a> {
@@ -447,6 +449,15 @@ struct Subject {
     name: String,
     current: Metrics,
     baseline: Option<Metrics>,
+    /// For a domain: what its driver budget samples say over the whole log (`None`:
+    /// it has none).
+    driver: Option<GpuBudget>,
+}
+
+/// The driver's budget figures of the domain named `name` over the whole log.
+fn driver_figures(m: &Measured<'_>, f: &LogFigures<'_>, name: &str) -> Option<GpuBudget> {
+    let id = f.domain(name)?.figures.domain;
+    crate::gpu::budget::figures(f.state, id, None, m.loaded.ticks_per_second(), |_| None)
 }
 
 fn evaluate(
@@ -465,7 +476,11 @@ fn evaluate(
                 (Some(fb), Some(base)) => Some(node_metrics(fb, &domains(budget, fb, Some(name), base.which)?, ROOT)),
                 _ => None,
             };
-            let s = Subject { name: name.value.clone(), current: node_metrics(fc, &d, ROOT), baseline: b };
+            let driver = match rule.metric {
+                Metric::PeakOfBudget | Metric::UsageOfBudget => driver_figures(current, fc, &name.value),
+                _ => None,
+            };
+            let s = Subject { name: name.value.clone(), current: node_metrics(fc, &d, ROOT), baseline: b, driver };
             ("domain", Some(name.value.clone()), vec![s])
         }
         Scope::Leaks(name) | Scope::Total(name) => {
@@ -481,13 +496,18 @@ fn evaluate(
             (
                 table,
                 name.as_ref().map(|n| n.value.clone()),
-                vec![Subject { name: subject, current: node_metrics(fc, &d, ROOT), baseline: b }],
+                vec![Subject { name: subject, current: node_metrics(fc, &d, ROOT), baseline: b, driver: None }],
             )
         }
         Scope::HeapContainers => {
             let heap = Located { value: "heap".to_owned(), line: rule.line };
             let d = domains(budget, fc, Some(&heap), current.which)?;
-            let s = Subject { name: "heap containers".into(), current: node_metrics(fc, &d, ROOT), baseline: None };
+            let s = Subject {
+                name: "heap containers".into(),
+                current: node_metrics(fc, &d, ROOT),
+                baseline: None,
+                driver: None,
+            };
             ("efficiency", Some("heap".into()), vec![s])
         }
         Scope::Context { glob, domain, each, optional } => {
@@ -513,7 +533,7 @@ fn evaluate(
                         .as_ref()
                         .map(|b| b.iter().find(|(p, _)| *p == path).map(|(_, m)| *m).unwrap_or_default());
                     let name = if *each { path_text(&path) } else { glob.as_str().to_owned() };
-                    Subject { name, current: m, baseline }
+                    Subject { name, current: m, baseline, driver: None }
                 })
                 .collect();
             ("context", dname, subjects)
@@ -535,6 +555,8 @@ fn metric_name(m: Metric) -> &'static str {
         Metric::Efficiency => "efficiency",
         Metric::GrowthBytes(_) => "growth_bytes",
         Metric::GrowthPercent(_) => "growth_percent",
+        Metric::PeakOfBudget => "peak_of_budget",
+        Metric::UsageOfBudget => "usage_of_budget",
     }
 }
 
@@ -551,6 +573,8 @@ fn metric_words(table: &str, m: Metric) -> String {
         (_, Metric::Efficiency) => "container efficiency".into(),
         (_, Metric::GrowthBytes(of)) => format!("{} growth", of.name()),
         (_, Metric::GrowthPercent(of)) => format!("{} growth %", of.name()),
+        (_, Metric::PeakOfBudget) => "peak of the smallest driver budget".into(),
+        (_, Metric::UsageOfBudget) => "driver usage of the smallest driver budget".into(),
     }
 }
 
@@ -676,11 +700,51 @@ fn measure(budget: &Budget, rule: &Rule, table: &'static str, domain: Option<Str
             let margin = to_i64(max) - to_i64(v);
             (Some(Number::Int(to_i64(v))), Some(Number::Int(margin)), margin >= 0)
         }
+        (Metric::PeakOfBudget | Metric::UsageOfBudget, Limit::MaxPercent(max)) => match &s.driver {
+            // No sample, or a budget of 0: no share to measure, and the rule fails.
+            Some(b) if b.min_budget > 0 => {
+                let v = if rule.metric == Metric::PeakOfBudget { m.peak } else { b.peak_usage };
+                let pct = v as f64 * 100.0 / b.min_budget as f64;
+                (Some(Number::Float(pct)), Some(Number::Float(max - pct)), pct <= max)
+            }
+            _ => (None, None, false),
+        },
         (_, Limit::MaxPercent(_) | Limit::MinPercent(_)) => (None, None, false),
     };
     let rule_text = rule_name(table, &s.name, domain.as_deref(), rule.metric);
-    let at = rule.at.as_ref().map(|a| a.value.clone());
-    let message = message(&rule_text, unit, comparison, limit, measured, margin, passed, at.as_deref());
+    // The budget rules are over the whole log: no point to name.
+    let at = match rule.metric {
+        Metric::PeakOfBudget | Metric::UsageOfBudget => None,
+        _ => rule.at.as_ref().map(|a| a.value.clone()),
+    };
+    let message = match (rule.metric, &s.driver) {
+        (Metric::PeakOfBudget | Metric::UsageOfBudget, None) => format!(
+            "{rule_text}: the log has no budget samples for \"{}\" (the game reports them with `Domain::budget`, format 1.2)",
+            s.name
+        ),
+        (Metric::PeakOfBudget | Metric::UsageOfBudget, Some(b)) if b.min_budget == 0 => {
+            format!("{rule_text}: the driver reported a budget of 0 bytes for \"{}\": no share to measure", s.name)
+        }
+        (Metric::PeakOfBudget | Metric::UsageOfBudget, Some(b)) => {
+            let (what, v) = match rule.metric {
+                Metric::PeakOfBudget => ("peak", m.peak),
+                _ => ("driver usage peak", b.peak_usage),
+            };
+            let (lim, pct) = (number_text(unit, Some(limit), false), number_text(unit, measured, false));
+            let by = number_text(unit, margin.map(|n| if let Number::Float(v) = n { Number::Float(v.abs()) } else { n }), false);
+            let verdict = if passed {
+                format!("within the maximum {lim} ({by} to spare)")
+            } else {
+                format!("over the maximum {lim} by {by}")
+            };
+            format!(
+                "{rule_text}: {pct} over the log, {verdict}: {what} {} against the smallest budget {}",
+                size(v),
+                size(b.min_budget)
+            )
+        }
+        _ => message(&rule_text, unit, comparison, limit, measured, margin, passed, at.as_deref()),
+    };
     RuleResult {
         rule: rule_text,
         table,
@@ -828,5 +892,59 @@ impl CheckReport {
             let _ = writeln!(o, "  {}", r.message);
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testlog::budget_log;
+
+    fn check(name: &str, budgets: bool, toml: &str) -> CheckReport {
+        let args = CheckOptions {
+            log: budget_log(name, budgets),
+            budget_name: "b.toml".into(),
+            budget: toml.into(),
+            baseline: None,
+            json: false,
+            github: false,
+            allow_damage: Vec::new(),
+        };
+        build(&args, Progress::Hidden).unwrap()
+    }
+
+    const RULES: &str = "[[domain]]\nname = \"vram.local\"\nmax_peak_of_budget = \"90%\"\nmax_usage_of_budget = 120\n";
+
+    #[test]
+    fn peaks_are_held_to_a_share_of_the_smallest_budget() {
+        // Peak 900 MiB live, smallest budget 800 MiB: 112.5 %, over 90 %. The driver's
+        // highest usage, 950 MiB, is 118.75 % of it, within 120 %.
+        let r = check("check-budget", true, RULES);
+        assert!(!r.passed);
+        assert_eq!(r.failed, 1);
+        let peak = &r.results[0];
+        assert_eq!((peak.metric, peak.line, peak.unit, peak.passed), ("peak_of_budget", 3, "percent", false));
+        assert_eq!(peak.measured, Some(Number::Float(112.5)));
+        assert_eq!(peak.margin, Some(Number::Float(-22.5)));
+        assert_eq!(
+            peak.message,
+            "domain vram.local: peak of the smallest driver budget: 112.50% over the log, over the maximum \
+             90.00% by 22.50%: peak 900.0 MiB against the smallest budget 800.0 MiB (b.toml:3)"
+        );
+        let usage = &r.results[1];
+        assert_eq!((usage.metric, usage.passed), ("usage_of_budget", true));
+        assert_eq!(usage.measured, Some(Number::Float(118.75)));
+        assert!(usage.message.contains("within the maximum 120.00% (1.25% to spare)"), "{}", usage.message);
+    }
+
+    #[test]
+    fn a_domain_without_budget_samples_fails_the_rule_saying_why() {
+        let r = check("check-no-budget", false, RULES);
+        assert!(!r.passed);
+        assert_eq!(r.failed, 2);
+        for res in &r.results {
+            assert_eq!((res.measured, res.margin, res.passed), (None, None, false));
+            assert!(res.message.contains("the log has no budget samples for \"vram.local\""), "{}", res.message);
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! renderers read only the view.
 
 mod blockmap;
-mod budget;
+pub(crate) mod budget;
 mod formats;
 mod from_log;
 pub(crate) mod html;

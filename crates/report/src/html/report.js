@@ -245,11 +245,16 @@
     box.replaceChildren();
     const item = (key, label, color, kind) => {
       const it = h('span', { class: 'item' + (view.hidden.has(key) ? ' off' : ''), 'data-key': key, title: 'show or hide' },
-        h('span', { class: 'sw ' + (kind || ''), style: kind === 'dash' ? 'border-color:' + color : 'background:' + color }), label);
+        h('span', { class: 'sw ' + (kind || ''), style: kind === 'dash' || kind === 'dot' ? 'border-color:' + color : 'background:' + color }), label);
       it.addEventListener('click', () => { if (view.hidden.has(key)) view.hidden.delete(key); else view.hidden.add(key); renderTimeline(); });
       box.append(it);
     };
     for (const sr of TL.domains) item('d' + sr.domain, TL.domains.length > 1 ? sr.name : sr.name + ' (tracked)', DOMAINS[sr.domain].color, 'line');
+    for (const b of TL.budgets || []) {
+      const name = DOMAINS[b.domain].ref.name;
+      item('b' + b.domain, name + ' budget (driver)', DOMAINS[b.domain].color, 'dash');
+      item('u' + b.domain, name + ' usage (driver)', DOMAINS[b.domain].color, 'dot');
+    }
     if (TL.process) {
       item('resident', 'process resident (OS)', '#444b5a', 'dash');
       if (TL.process.committed.some((v) => v > 0)) item('committed', 'process committed (OS)', '#9aa3b5', 'dash');
@@ -299,9 +304,12 @@
         if (!view.hidden.has('resident')) max = Math.max(max, ...TL.process.resident);
         if (!view.hidden.has('committed')) max = Math.max(max, ...TL.process.committed);
       }
+      const budget = (TL.budgets || []).find((b) => b.domain === sr.domain);
+      if (budget && !view.hidden.has('b' + sr.domain)) max = Math.max(max, ...budget.budget);
+      if (budget && !view.hidden.has('u' + sr.domain)) max = Math.max(max, ...budget.usage);
       if (view.capScale && d.ref.capacity) max = Math.max(max, d.ref.capacity);
       if (max <= 0) max = Math.max(1, ...sr.high);
-      lanes.push({ sr, d, y: y0, h: hgt, max: max * 1.08, withProcess });
+      lanes.push({ sr, d, y: y0, h: hgt, max: max * 1.08, withProcess, budget });
       y0 += hgt + GAP;
     }
     const H = y0 - GAP + BOTTOM;
@@ -445,6 +453,20 @@
         g.append(s('path', { class: 'process-line', d: p, stroke: color, 'data-kind': key }));
       }
     }
+    if (lane.budget) {
+      // The driver's budget and usage: each sample held until the next, the last to the end.
+      const B = lane.budget;
+      for (const [key, vals, kind] of [['b', B.budget, 'budget'], ['u', B.usage, 'usage']]) {
+        if (view.hidden.has(key + sr.domain)) continue;
+        let p = '';
+        vals.forEach((v, i) => {
+          const xx = x(B.time_ns[i]).toFixed(1), yy = yv(v).toFixed(1);
+          p += i ? 'H' + xx + 'V' + yy : 'M' + xx + ' ' + yy;
+        });
+        p += 'H' + x(END_NS).toFixed(1);
+        g.append(s('path', { class: 'budget-line ' + kind, d: p, stroke: d.color, 'data-kind': kind, 'data-domain': sr.domain }));
+      }
+    }
     const cap = d.ref.capacity;
     if (cap) {
       if (cap <= max) {
@@ -481,6 +503,10 @@
       const sr = lane.sr;
       const range = sr.low[b] !== sr.high[b] ? ' (' + bytes(sr.low[b]) + '–' + bytes(sr.high[b]) + ')' : '';
       box.append(h('div', { class: 't-row' }, h('span', null, h('span', { class: 'sw', style: 'background:' + lane.d.color }), sr.name), h('span', null, bytes(sr.last[b]) + range)));
+      if (lane.budget) {
+        const k = lowerBound(lane.budget.time_ns, t);
+        if (k >= 0) box.append(h('div', { class: 't-row' }, h('span', null, 'driver budget / usage'), h('span', null, bytes(lane.budget.budget[k]) + ' / ' + bytes(lane.budget.usage[k]))));
+      }
       if (lane.withProcess) {
         const k = lowerBound(TL.process.time_ns, t);
         if (k >= 0) {

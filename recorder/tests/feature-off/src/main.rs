@@ -34,6 +34,15 @@ fn main() {
         memreplay::frame_start(1);
         vram.alloc(0x1000, 4096);
         vram.free(0x1000);
+        vram.budget(1 << 30, 1 << 29);
+        memreplay::display_size(1920, 1080);
+        let report = memreplay::AllocatorSnapshot {
+            allocations: &[memreplay::SnapshotAllocation { name: "vb", offset: 0, size: 256 }],
+            blocks: &[memreplay::SnapshotBlock { size: 4096, allocations: 0..1 }],
+            total_allocated_bytes: 256,
+            total_reserved_bytes: 4096,
+        };
+        assert!(memreplay::record_allocator_report(vram, pool, &report).is_ok());
         pool.alloc(8, 8);
         pool.free(8);
         memreplay::set_thread_name("main");
