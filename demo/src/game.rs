@@ -46,6 +46,10 @@ pub(crate) fn play(opts: &Options, expected: &Expected) -> Result<(), RunError> 
         memreplay::label!("{}", LABELS[2]);
         for frame in 0..opts.frames {
             memreplay::frame_start(frame);
+            // What the driver says each frame (VK_EXT_memory_budget's heapBudget and
+            // heapUsage): another process takes video memory for a few frames.
+            let budget = if LOW_BUDGET_FRAMES.contains(&frame) { VRAM_LOCAL_LOW_BUDGET } else { VRAM_LOCAL_BUDGET };
+            domains.vram_local.budget(budget, level.vram.live_bytes());
             level.update(frame, &audio)?;
         }
 
@@ -178,6 +182,8 @@ impl Level {
             vram.alloc(SHADOW_ATLAS_BYTES, TEXTURE_ALIGN, Some(&desc))
         };
 
+        // The swap chain's size, so reports can find screen-sized render targets.
+        memreplay::display_size(SCREEN.0, SCREEN.1);
         let renderer = Renderer::create(&mut vram, domains.vram_buffers);
 
         let mut rng = Lcg(0x5eed);

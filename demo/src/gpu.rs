@@ -22,11 +22,13 @@ pub(crate) struct GpuHeap {
     capacity: u64,
     next: u64,
     live: u64,
+    /// Bytes live (what the demo reports as the driver's usage).
+    live_bytes: u64,
 }
 
 impl GpuHeap {
     pub fn new(domain: Domain, name: &'static str, base: u64, capacity: u64) -> Self {
-        GpuHeap { domain, name, base, capacity, next: base, live: 0 }
+        GpuHeap { domain, name, base, capacity, next: base, live: 0, live_bytes: 0 }
     }
 
     /// Allocates `size` bytes aligned to `align` and reports it, with what it holds if
@@ -42,6 +44,7 @@ impl GpuHeap {
         );
         self.next = addr + size;
         self.live += 1;
+        self.live_bytes += size;
         match resource {
             Some(r) => self.domain.alloc_resource(addr, size, align, r),
             None => self.domain.alloc_aligned(addr, size, align),
@@ -49,9 +52,15 @@ impl GpuHeap {
         GpuAlloc { addr, size }
     }
 
+    /// Bytes live in the heap.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
     pub fn free(&mut self, a: GpuAlloc) {
         self.domain.free(a.addr);
         self.live -= 1;
+        self.live_bytes -= a.size;
         if self.live == 0 {
             self.next = self.base;
         }

@@ -318,10 +318,7 @@ pub fn run_html(
     let gpu_domains = crate::gpu::gpu_domains(loaded.state());
     let view = match gpu_domains.is_empty() {
         true => None,
-        false => {
-            let screen = crate::gpu::recorded_screen(loaded.state());
-            Some(crate::gpu::view(&loaded, crate::gpu::ViewPoint::Selection, &gpu_domains, None, screen)?)
-        }
+        false => Some(crate::gpu::view(&loaded, crate::gpu::ViewPoint::Selection, &gpu_domains, None, None)?),
     };
     let report = html::build(&loaded, opts, &mut syms, view.as_ref())?;
     tracing::debug!("symbolication: {}", report.symbols.text());

@@ -1126,7 +1126,7 @@ mod tests {
         assert!(!page(false, Some(&view)).contains("id=\"gpu-panel\""), "no GPU domain, no GPU section");
     }
 
-    fn page(name: &str, budgets: bool) -> String {
+    fn budget_page(name: &str, budgets: bool) -> String {
         let args = crate::ReportOptions::new(crate::testlog::budget_log(name, budgets));
         let symbols = memreplay_symbols::SymbolOptions { disabled: true, ..Default::default() };
         crate::run_html(&args, &symbols, &HtmlOptions::default(), crate::Progress::Hidden).unwrap()
@@ -1135,7 +1135,7 @@ mod tests {
     #[test]
     fn the_timeline_carries_each_domains_budget_samples() {
         use crate::testlog::MIB;
-        let with = page("html-budget", true);
+        let with = budget_page("html-budget", true);
         let want = format!(
             r#""budgets":[{{"domain":{},"time_ns":[2000,5000,8000],"budget":[{},{},{}],"usage":[{},{},{}]}}]"#,
             1,
@@ -1147,7 +1147,7 @@ mod tests {
             500 * MIB
         );
         assert!(with.contains(&want), "{}", with.split("\"timeline\"").nth(1).unwrap_or("")[..600].to_owned());
-        let without = page("html-plain", false);
+        let without = budget_page("html-plain", false);
         assert!(!without.contains(r#""budgets""#));
     }
 

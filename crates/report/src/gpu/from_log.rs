@@ -90,7 +90,8 @@ pub(crate) fn gpu_kind(desc: Option<&ResourceDesc>) -> GpuKind {
 
 /// Builds the view of the loaded log. `domains`: the GPU domains asked for (`--domain`
 /// and everything inside it; every GPU domain without it); `contexts`: a mask over the
-/// context nodes (`--context`) for the resources listed; `screen`: `--screen`.
+/// context nodes (`--context`) for the resources listed; `screen`: `--screen`, over the
+/// size the game recorded last before the point.
 pub fn view(
     l: &Loaded,
     point: ViewPoint,
@@ -111,7 +112,13 @@ pub fn view(
     }
     shown.sort_unstable();
     let mut live: Vec<Live> = Vec::new();
-    let collect = |st: &ReplayState, wanted: &dyn Fn(u32) -> bool, live: &mut Vec<Live>| {
+    // The screen size recorded last before the point (the last one read wins at --at peak).
+    let mut recorded_screen = state.display_size();
+    let collect = |st: &ReplayState,
+                   wanted: &dyn Fn(u32) -> bool,
+                   live: &mut Vec<Live>,
+                   shown_screen: &mut Option<(u32, u32)>| {
+        *shown_screen = st.display_size();
         for (d, addr, size, slot, _, _) in st.live_allocations() {
             if wanted(d) {
                 let desc = st.resources.get(&(d, addr)).cloned();
@@ -120,14 +127,18 @@ pub fn view(
         }
     };
     let path = Path::new(&l.path);
+    // The point's time in nanoseconds, per top-level domain (None: the end).
+    let mut point_ns: Vec<(u32, Option<u64>)> = Vec::new();
     let point_text = match point {
         ViewPoint::Selection => {
+            let at = l.sel.marker(state).map(|m| l.ns(m.time_ns));
+            point_ns.extend(shown.iter().map(|&d| (top_of(state, d), at)));
             let text = l.sel.point_text(state, l.ticks_per_second());
             match (&l.sel.point, l.sel.marker(state)) {
-                (Point::End, _) | (_, None) => collect(state, &|d| shown.contains(&d), &mut live),
+                (Point::End, _) | (_, None) => collect(state, &|d| shown.contains(&d), &mut live, &mut recorded_screen),
                 (_, Some(m)) => {
                     replay_to_points(path, state, &[(m.seq, m.thread)], |_, st| {
-                        collect(st, &|d| shown.contains(&d), &mut live)
+                        collect(st, &|d| shown.contains(&d), &mut live, &mut recorded_screen)
                     })?;
                 }
             }
@@ -144,9 +155,10 @@ pub fn view(
                 .collect();
             points.sort_unstable();
             let at: Vec<(u64, u32)> = points.iter().map(|&(s, t, _)| (s, t)).collect();
+            point_ns.extend(points.iter().map(|&(_, _, t)| (t, state.domain(t).map(|d| l.ns(d.peak.time_ns)))));
             replay_to_points(path, state, &at, |i, st| {
                 let top = points[i].2;
-                collect(st, &|d| shown.contains(&d) && top_of(state, d) == top, &mut live)
+                collect(st, &|d| shown.contains(&d) && top_of(state, d) == top, &mut live, &mut recorded_screen)
             })?;
             let each: Vec<String> = points
                 .iter()
@@ -221,6 +233,11 @@ pub fn view(
         });
     }
 
+    // The last label at or before a time in nanoseconds.
+    let label_at = |ns: u64| {
+        let i = state.labels.partition_point(|m| l.ns(m.time_ns) <= ns);
+        i.checked_sub(1).map(|i| state.string(state.labels[i].name))
+    };
     let mut by_domain: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
     for a in &live {
         let e = by_domain.entry(a.domain).or_default();
@@ -247,7 +264,10 @@ pub fn view(
                     after_label: t.peak.after_label.map(|s| state.string(s)),
                     frame: t.peak.frame,
                 }),
-                budget: None,
+                budget: {
+                    let until = point_ns.iter().find(|(t, _)| *t == top_of(state, d)).and_then(|(_, at)| *at);
+                    super::budget::figures(state, d, until, l.ticks_per_second(), label_at)
+                },
             }
         })
         .collect();
@@ -277,6 +297,6 @@ pub fn view(
         domains: gpu_domains,
         resources,
         blocks,
-        screen,
+        screen: screen.or(recorded_screen),
     })
 }

@@ -600,7 +600,45 @@ mod tests {
                     <td data-v=\"0\" class=\"zero\">0 B</td><td data-v=\"2048\">2.0 KiB</td></tr>";
         let (f, t) = (html.find(forest).expect(forest), html.find(town).expect(town));
         assert!(f < t);
-        assert_eq!(html.matches("class=\"data sort-table\"").count(), 2);
+        // The domains, the blocks, the contexts; no resource is live, so no pivots.
+        assert_eq!(html.matches("class=\"data sort-table\"").count(), 3);
+        assert!(html.contains("No GPU resource is live here."));
+    }
+
+    #[test]
+    fn the_pivots_are_sortable_tables() {
+        let (st, sel) = state(None);
+        let mut v = view(Vec::new());
+        let texture = |name: &str, w: u32, size: u64| crate::gpu::GpuResource {
+            domain: 1,
+            addr: size,
+            size,
+            kind: GpuKind::Texture,
+            width: w,
+            height: 600,
+            depth_or_layers: 1,
+            mip_levels: 10,
+            format: "RGBA8_UNORM".into(),
+            name: name.into(),
+            context: "UI:atlas".into(),
+        };
+        v.resources = vec![texture("atlas", 1000, 3_211_264), texture("<odd>", 1000, 3_200_000)];
+        let html = section(&v, &st, &sel);
+        assert!(well_formed(&html), "{html}");
+        for id in ["gpu-domains", "gpu-kinds", "gpu-dimensions", "gpu-npot", "gpu-padding"] {
+            assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+        // The atlas's padding: 3,211,264 allocated for 3,199,588 bytes of texels.
+        assert!(
+            html.contains(
+                "<td class=\"l\">atlas</td><td class=\"l\">texture</td><td class=\"l\">1000x600</td>\
+             <td class=\"l\">RGBA8_UNORM</td><td data-v=\"3211264\">3.1 MiB</td>\
+             <td data-v=\"3199588\">3.1 MiB</td><td data-v=\"11676\">11.4 KiB</td>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("&lt;odd&gt;") && !html.contains("<odd>"));
+        assert!(html.contains("Screen-sized targets: the screen size is unknown"));
     }
 
     #[test]
@@ -609,6 +647,6 @@ mod tests {
         let html = section(&view(Vec::new()), &st, &sel);
         assert!(well_formed(&html));
         assert!(html.contains("No sub-allocating domain has blocks here."));
-        assert_eq!(html.matches("class=\"data sort-table\"").count(), 1, "the contexts' table stays");
+        assert_eq!(html.matches("class=\"data sort-table\"").count(), 2, "the domains' and the contexts' tables stay");
     }
 }

@@ -25,7 +25,6 @@ pub use pivots::{
     DimensionsRow, KindRow, NpotRow, Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow, Small, Unchecked,
     DEFAULT_SMALL,
 };
-pub(crate) use report::recorded_screen;
 pub use report::{
     build as build_gpu, build_view as build_gpu_view, parse_gpu_at, parse_screen, run as run_gpu, GpuAt, GpuOptions,
     GpuOutput, GpuReport, ScreenSource, DEFAULT_GPU_LIMIT,

@@ -118,12 +118,6 @@ pub struct GpuReport {
     pub block_figures: Vec<BlockFigures>,
 }
 
-/// The screen size the game recorded last (at the end of a replay, or at the point a
-/// second replay stopped).
-pub(crate) fn recorded_screen(_state: &memreplay_replay::ReplayState) -> Option<(u32, u32)> {
-    None
-}
-
 /// Replays the log and builds the view `gpu` reports on.
 pub fn build_view(args: &GpuOptions, progress: Progress) -> Result<(GpuView, ScreenSource), Error> {
     let at = match &args.at {
@@ -166,13 +160,12 @@ pub fn build_view(args: &GpuOptions, progress: Progress) -> Result<(GpuView, Scr
     };
     let mask = args.context.as_deref().map(|c| context_mask(state, c)).transpose()?;
     let point = if args.at == Some(GpuAt::Peak) { ViewPoint::Peak } else { ViewPoint::Selection };
-    let recorded = recorded_screen(state);
-    let (screen, source) = match (args.screen, recorded) {
-        (Some(s), _) => (Some(s), ScreenSource::Option),
-        (None, Some(s)) => (Some(s), ScreenSource::Recorded),
-        (None, None) => (None, ScreenSource::Unknown),
+    let view = from_log::view(&l, point, &domains, mask.as_deref(), args.screen)?;
+    let source = match (args.screen, view.screen) {
+        (Some(_), _) => ScreenSource::Option,
+        (None, Some(_)) => ScreenSource::Recorded,
+        (None, None) => ScreenSource::Unknown,
     };
-    let view = from_log::view(&l, point, &domains, mask.as_deref(), screen)?;
     Ok((view, source))
 }
 
