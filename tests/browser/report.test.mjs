@@ -294,6 +294,21 @@ async function check(page, problems) {
   if (leakSite.site.frames.length) await stackOf(leakRow, leakSite, 'leak');
   results.sites = { functions: fnWant.length, sites: siteWant.length, expanded: known.site.function, frames: known.site.frames.length, leak: leakSite.site.function, symbols: line };
 
+  // The GPU section (the demo has GPU domains): at each GPU domain's peak, the block map
+  // drawn, and its pivot tables sort by a click on a header (numbers largest first, by
+  // their exact value; text A to Z).
+  if ((await count(page, '#gpu-panel')) !== 1) fail('no GPU section');
+  if ((await count(page, '#gpu-panel .gpu-map svg rect')) === 0) fail('the GPU block map draws nothing');
+  const column = async (id, i) => page.$$eval(`#${id} tbody tr`, (rows, i) => rows.map((r) => r.children[i].dataset.v ?? r.children[i].textContent), i);
+  await page.click('#gpu-kinds th:nth-child(3)');
+  const bytes = (await column('gpu-kinds', 2)).map(Number);
+  eq(bytes, [...bytes].sort((a, b) => b - a), 'GPU kinds sorted by bytes');
+  if (bytes.length < 3) fail('GPU kinds: ' + bytes.length + ' rows');
+  await page.click('#gpu-kinds th:nth-child(1)');
+  const kinds = await column('gpu-kinds', 0);
+  eq(kinds, [...kinds].sort(), 'GPU kinds sorted by name');
+  results.gpu = { kinds: kinds.length, blocks: await count(page, '#gpu-blocks tbody tr') };
+
   // For the screenshot: the range, the treemap at "level loaded", textures expanded.
   await page.mouse.move(0, 0);
   await page.selectOption('#point', String(loaded));

@@ -314,11 +314,16 @@ pub fn run_html(
     loaded.sel.limit = Some(args.limit.unwrap_or(html::DEFAULT_LIMIT));
     let start = Instant::now();
     let mut syms = callstacks::symbolizer(&loaded, symbols)?;
-    // The page's GPU section draws the GPU view of the log at the selection's point.
+    // The page's GPU section draws the GPU view of the log at `--at`, else at each GPU
+    // domain's peak (at the end a game has often freed its GPU resources).
     let gpu_domains = crate::gpu::gpu_domains(loaded.state());
     let view = match gpu_domains.is_empty() {
         true => None,
-        false => Some(crate::gpu::view(&loaded, crate::gpu::ViewPoint::Selection, &gpu_domains, None, None)?),
+        false => {
+            let point =
+                if loaded.sel.at_end() { crate::gpu::ViewPoint::Peak } else { crate::gpu::ViewPoint::Selection };
+            Some(crate::gpu::view(&loaded, point, &gpu_domains, None, None)?)
+        }
     };
     let report = html::build(&loaded, opts, &mut syms, view.as_ref())?;
     tracing::debug!("symbolication: {}", report.symbols.text());

@@ -5,6 +5,7 @@
 mod cli_agrees;
 mod demo_diff;
 mod demo_exports;
+mod demo_gpu;
 mod demo_log;
 mod demo_reports;
 mod demo_symbols;
