@@ -582,7 +582,15 @@ fn block_bar(
         if w < TINY_PX {
             tiny.push((x, a.kind, hover));
         } else {
-            rect(out, x, y, w, BAR_H, &format!(r#"fill="{}""#, kind_colour(a.kind)), &hover);
+            rect(
+                out,
+                x,
+                y,
+                w,
+                BAR_H,
+                &format!(r##"fill="{}" stroke="#ffffff" stroke-width="0.5""##, kind_colour(a.kind)),
+                &hover,
+            );
         }
     }
     // Overlaps: a red strip over the lower half of the bar, the sub-allocations' colours
@@ -900,7 +908,12 @@ pub(crate) mod tests {
         assert!(doc.contains("each block to its own scale"));
         // Each bar is the full width; the small block's half is half of it.
         assert_eq!(doc.matches(r##"width="960" height="18" fill="none" stroke="#8a93a6""##).count(), 2);
-        assert!(doc.contains(r##"<rect x="10" y="159" width="480" height="18" fill="#4e79a7">"##), "{doc}");
+        assert!(
+            doc.contains(
+                r##"<rect x="10" y="159" width="480" height="18" fill="#4e79a7" stroke="#ffffff" stroke-width="0.5">"##
+            ),
+            "{doc}"
+        );
         // The big block's 1 MiB is under 2 px on its scale: a tiny marker.
         assert!(
             doc.contains(r##"width="2" height="22" fill="#4e79a7" stroke="#1d2330" stroke-width="0.6" class="tiny">"##),
