@@ -817,3 +817,76 @@ fn diff_marks_a_damaged_side_and_exits_3() {
         .unwrap()
         .starts_with("  before is DAMAGED: truncated (no end-of-log record: read to byte "));
 }
+
+#[test]
+fn a_broken_gpu_rule_exits_1_naming_its_line() {
+    // After the label, a 256 x 256 RGBA8 texture allocated 8 KiB past its 256 KiB of
+    // texels in `vram` (whose other allocations describe no resource).
+    let texture = [
+        Event::DefineString { id: 16, text: "RGBA8_UNORM".into() },
+        Event::Alloc { seq: 11, domain: VRAM, addr: 0x30_0000, size: 270_336, align_log2: 8, stack: 2 },
+        Event::Resource {
+            domain: VRAM,
+            addr: 0x30_0000,
+            desc: memreplay_format::ResourceDesc {
+                kind: memreplay_format::ResourceKind::Texture,
+                width: 256,
+                height: 256,
+                depth_or_layers: 1,
+                mip_levels: 1,
+                format: 16,
+                name: 0,
+            },
+        },
+    ];
+    let log = write_log_with("gpu-log.mrl", 1500, &texture);
+    let log = log.to_str().unwrap();
+    let text = "[[domain]]\nname = \"heap\"\nmax_peak = \"1MiB\"\n\n[[gpu]]\ndomain = \"vram\"\n\
+                max_padding_bytes = 8191\nmax_unknown_formats = 0\n";
+    let b = write_budget("gpu.toml", text);
+    let junit = temp("gpu.xml");
+    let o = cli(&["check", log, "--budget", &b, "--junit", junit.to_str().unwrap(), "--github"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(out.contains("BUDGET BROKEN: 3 rules, 1 broken"), "{out}");
+    let fail = row(&out, "gpu vram: padding bytes").unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(fail.first().map(String::as_str), Some("FAIL"), "{out}");
+    assert_eq!(fail.last(), Some(&format!("{b}:7")), "{out}");
+    assert!(
+        out.contains(&format!("gpu vram: padding bytes: 8.0 KiB at the end, over the maximum 8.0 KiB by 1 B ({b}:7)")),
+        "{out}"
+    );
+    let ok = row(&out, "gpu vram: resources of unknown format").unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(ok.first().map(String::as_str), Some("ok"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with(&format!("::error file={},line=7,", b.replace(':', "%3A")))), "{out}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+    let case = doc
+        .descendants()
+        .find(|n| n.attribute("name") == Some("gpu vram: padding bytes"))
+        .unwrap_or_else(|| panic!("{xml}"));
+    assert_eq!((case.attribute("classname"), case.attribute("line")), (Some("memreplay.budget.gpu"), Some("7")));
+    assert!(case.children().any(|n| n.has_tag_name("failure")), "{xml}");
+
+    let o = cli(&["check", log, "--budget", &b, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["results"][1];
+    assert_eq!(
+        (
+            r["table"].as_str(),
+            r["subject"].as_str(),
+            r["metric"].as_str(),
+            r["measured"].as_i64(),
+            r["margin"].as_i64()
+        ),
+        (Some("gpu"), Some("vram"), Some("padding_bytes"), Some(8192), Some(-1))
+    );
+
+    // At the label the texture was not allocated yet: nothing padded, the rule holds.
+    let b = write_budget(
+        "gpu-at.toml",
+        &text.replace("domain = \"vram\"\n", &format!("domain = \"vram\"\nat = '{LABEL}'\n")),
+    );
+    let o = cli(&["check", log, "--budget", &b]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+}

@@ -58,6 +58,14 @@ pub enum Scope {
     HeapContainers,
     /// Growth over the baseline (`[growth]`): one domain, or the top-level domains summed.
     Total(Option<Located<String>>),
+    /// The pivots of the live GPU resources (`[[gpu]]`): in one GPU domain and the
+    /// domains inside it, or in every GPU domain; resources below `small` bytes are small.
+    Gpu {
+        /// The GPU domain (`None`: every GPU domain).
+        domain: Option<Located<String>>,
+        /// Resources of fewer bytes are small.
+        small: u64,
+    },
 }
 
 /// Which figure of the scope.
@@ -83,6 +91,50 @@ pub enum Metric {
     /// The highest usage the driver reported for the domain, in percent of the smallest
     /// budget it reported.
     UsageOfBudget,
+    /// A figure of the GPU pivots at the rule's point.
+    Gpu(GpuMetric),
+}
+
+/// The figures of the GPU pivots a `[[gpu]]` table limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuMetric {
+    /// Bytes allocated beyond the texel data of the textures and targets
+    /// (`pivots.padding_bytes`).
+    PaddingBytes,
+    /// What rounding every NPOT texture with mips down to powers of two would save
+    /// (`pivots.npot_save`).
+    NpotWaste,
+    /// Resources below the small threshold (`pivots.small.total.count`).
+    SmallResources,
+    /// Their bytes (`pivots.small.total.bytes`).
+    SmallBytes,
+    /// Textures and targets whose format this reader does not know, so whose padding
+    /// could not be checked (`pivots.unchecked.unknown_format.count`).
+    UnknownFormats,
+}
+
+impl GpuMetric {
+    /// The metric's name in the results: its budget key without `max_`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuMetric::PaddingBytes => "padding_bytes",
+            GpuMetric::NpotWaste => "npot_waste",
+            GpuMetric::SmallResources => "small_resources",
+            GpuMetric::SmallBytes => "small_bytes",
+            GpuMetric::UnknownFormats => "unknown_formats",
+        }
+    }
+
+    /// The metric in words, for a rule's name.
+    pub fn words(self) -> &'static str {
+        match self {
+            GpuMetric::PaddingBytes => "padding bytes",
+            GpuMetric::NpotWaste => "NPOT texture waste",
+            GpuMetric::SmallResources => "small resources",
+            GpuMetric::SmallBytes => "bytes in small resources",
+            GpuMetric::UnknownFormats => "resources of unknown format",
+        }
+    }
 }
 
 /// The figure growth rules compare.
@@ -209,6 +261,21 @@ struct RawBudget {
     context: Vec<Spanned<RawContext>>,
     efficiency: Option<Spanned<RawEfficiency>>,
     integrity: Option<RawIntegrity>,
+    #[serde(default)]
+    gpu: Vec<Spanned<RawGpu>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGpu {
+    domain: Opt<String>,
+    at: Opt<String>,
+    small: Option<Bytes>,
+    max_padding_bytes: Opt<Bytes>,
+    max_npot_waste: Opt<Bytes>,
+    max_small_resources: Opt<u64>,
+    max_small_bytes: Opt<Bytes>,
+    max_unknown_formats: Opt<u64>,
 }
 
 #[derive(Deserialize)]
@@ -428,6 +495,43 @@ impl Budget {
             }
         }
 
+        for g in &raw.gpu {
+            let (span, g) = (g.span(), g.get_ref());
+            let small = g.small.map_or(crate::gpu::DEFAULT_SMALL, |b| b.0);
+            let scope = Scope::Gpu { domain: g.domain.as_ref().map(located), small };
+            let at = at_or_default(&g.at);
+            let before = rules.len();
+            let mut add = |metric, limit, key_line| {
+                rules.push(Rule {
+                    line: key_line,
+                    scope: scope.clone(),
+                    metric: Metric::Gpu(metric),
+                    limit,
+                    at: at.clone(),
+                })
+            };
+            if let Some(v) = &g.max_padding_bytes {
+                add(GpuMetric::PaddingBytes, Limit::MaxBytes(v.get_ref().0), line(v.span()));
+            }
+            if let Some(v) = &g.max_npot_waste {
+                add(GpuMetric::NpotWaste, Limit::MaxBytes(v.get_ref().0), line(v.span()));
+            }
+            if let Some(v) = &g.max_small_resources {
+                add(GpuMetric::SmallResources, Limit::MaxCount(*v.get_ref()), line(v.span()));
+            }
+            if let Some(v) = &g.max_small_bytes {
+                add(GpuMetric::SmallBytes, Limit::MaxBytes(v.get_ref().0), line(v.span()));
+            }
+            if let Some(v) = &g.max_unknown_formats {
+                add(GpuMetric::UnknownFormats, Limit::MaxCount(*v.get_ref()), line(v.span()));
+            }
+            if rules.len() == before {
+                let what =
+                    g.domain.as_ref().map_or_else(|| "[[gpu]]".to_owned(), |d| format!("[[gpu]] \"{}\"", d.get_ref()));
+                return Err(no_limit(span, what));
+            }
+        }
+
         let mut allow_damage = Vec::new();
         for kind in raw.integrity.iter().flat_map(|i| &i.allow) {
             let at = line(kind.span());
@@ -551,5 +655,46 @@ max_percent = 10
         assert!(e.starts_with("b.toml:2: ") && e.contains("not a percentage"), "{e}");
         assert!(err("").contains("no rules"));
         assert_eq!(line_of("a\nb\nc", 4), 3);
+    }
+
+    #[test]
+    fn gpu_tables_read_into_rules() {
+        let text = "at = \"loaded\"\n\n[[gpu]]\nmax_padding_bytes = \"1MiB\"\nmax_unknown_formats = 0\n\n\
+                    [[gpu]]\ndomain = \"vram.local\"\nat = \"gameplay\"\nsmall = \"4KiB\"\nmax_npot_waste = 2048\n\
+                    max_small_resources = 64\nmax_small_bytes = \"512KiB\"\n";
+        let b = Budget::parse("b.toml", text).unwrap();
+        let rules: Vec<(usize, Metric, Limit)> = b.rules.iter().map(|r| (r.line, r.metric, r.limit)).collect();
+        assert_eq!(
+            rules,
+            [
+                (4, Metric::Gpu(GpuMetric::PaddingBytes), Limit::MaxBytes(1 << 20)),
+                (5, Metric::Gpu(GpuMetric::UnknownFormats), Limit::MaxCount(0)),
+                (11, Metric::Gpu(GpuMetric::NpotWaste), Limit::MaxBytes(2048)),
+                (12, Metric::Gpu(GpuMetric::SmallResources), Limit::MaxCount(64)),
+                (13, Metric::Gpu(GpuMetric::SmallBytes), Limit::MaxBytes(512 << 10)),
+            ]
+        );
+        assert_eq!(b.rules[0].scope, Scope::Gpu { domain: None, small: crate::gpu::DEFAULT_SMALL });
+        assert_eq!(b.rules[0].at, Some(Located { value: "loaded".into(), line: 1 }), "the budget's `at`");
+        let Scope::Gpu { domain, small } = &b.rules[2].scope else { panic!("{:?}", b.rules[2].scope) };
+        assert_eq!((domain.as_ref().map(|d| (d.value.as_str(), d.line)), *small), (Some(("vram.local", 8)), 4096));
+        assert_eq!(b.rules[2].at.as_ref().map(|a| a.value.as_str()), Some("gameplay"));
+        assert!(b.needs_baseline().is_none());
+    }
+
+    #[test]
+    fn gpu_table_errors_name_the_line() {
+        let e = err("[[domain]]\nname = \"heap\"\nmax_peak = 1\n\n[[gpu]]\ndomain = \"vram.local\"\n");
+        assert!(e.starts_with("b.toml:") && e.contains("[[gpu]] \"vram.local\" sets no limit"), "{e}");
+        let e = err("[[gpu]]\nsmall = \"4KiB\"\n");
+        assert!(e.contains("[[gpu]] sets no limit"), "{e}");
+        let e = err("[[gpu]]\nmax_padding_bytes = \"1 furlong\"\n");
+        assert!(e.starts_with("b.toml:2: ") && e.contains("1 furlong"), "{e}");
+        let e = err("[[gpu]]\nmax_padding_bytes = 1\nsmall = \"lots\"\n");
+        assert!(e.starts_with("b.toml:3: ") && e.contains("lots"), "{e}");
+        let e = err("[[gpu]]\nmax_small_resources = \"64KiB\"\n");
+        assert!(e.starts_with("b.toml:2: "), "{e}");
+        let e = err("[[gpu]]\nmax_padding = 1\n");
+        assert!(e.starts_with("b.toml:2: ") && e.contains("unknown field `max_padding`"), "{e}");
     }
 }

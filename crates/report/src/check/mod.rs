@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::compare::{path_text, LevelPath, LogFigures, Metrics};
-use crate::gpu::GpuBudget;
+use crate::gpu::{self, GpuBudget, GpuView, Pivots};
 use crate::integrity::{DamageKind, LogIntegrity};
 use crate::loaded::{load_with, to_json, Loaded, Progress, SCHEMA_VERSION};
 use crate::matching::{signed_count, signed_size};
@@ -31,7 +31,7 @@ use crate::table::{size, Align, Table};
 use crate::Error;
 use memreplay_replay::{LabelSnapshots, NodeId, ReplayOptions, ROOT};
 
-use budget::{Budget, Limit, Located, Metric, Rule, Scope};
+use budget::{Budget, GpuMetric, Limit, Located, Metric, Rule, Scope};
 
 /// What `check` measures, and how it reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -203,15 +203,18 @@ pub enum Number {
 pub struct RuleResult {
     /// `domain heap: peak`, `context Level:*/Textures: per instance`.
     pub rule: String,
-    /// The budget table: `domain`, `leaks`, `context`, `efficiency` or `growth`.
+    /// The budget table: `domain`, `leaks`, `context`, `efficiency`, `growth` or `gpu`.
     pub table: &'static str,
     /// The domain name, the context pattern (or, with `each`, the matched context's
-    /// path), `top-level domains` or `heap containers`.
+    /// path), `top-level domains`, `heap containers`, or for `gpu` the GPU domain or
+    /// `(every GPU domain)`.
     pub subject: String,
     /// The domain the figure is read in (null: the top-level domains summed).
     pub domain: Option<String>,
     /// `peak`, `live`, `live_count`, `instances`, `per_instance`, `efficiency`,
-    /// `growth_bytes`, `growth_percent`, `peak_of_budget` or `usage_of_budget`.
+    /// `growth_bytes`, `growth_percent`, `peak_of_budget`, `usage_of_budget`, or for
+    /// `gpu` `padding_bytes`, `npot_waste`, `small_resources`, `small_bytes` or
+    /// `unknown_formats`.
     pub metric: &'static str,
     /// For growth rules: the figure compared (`peak`, `live`, `total`).
     pub growth_of: Option<&'static str>,
@@ -226,7 +229,8 @@ pub struct RuleResult {
     /// The rule's limit.
     pub limit: Number,
     /// Null when nothing could be measured (no container for an efficiency, growth from
-    /// nothing in percent, no budget sample or a budget of 0 for a share of budget).
+    /// nothing in percent, no budget sample or a budget of 0 for a share of budget, no
+    /// GPU domain for a `gpu` rule).
     pub measured: Option<Number>,
     /// For growth rules: the same figure in the baseline.
     pub baseline: Option<Number>,
@@ -319,11 +323,75 @@ fn measure_all(budget: &Budget, log: &Loaded, baseline: Option<&Loaded>) -> Resu
         Some(b) => Some(Measured::new(b, budget, "the baseline")?),
         None => None,
     };
+    let gpu = GpuPivots::new(budget, &current)?;
     let mut results = Vec::new();
     for rule in &budget.rules {
-        evaluate(budget, rule, &current, base.as_ref(), &mut results)?;
+        evaluate(budget, rule, &current, base.as_ref(), &gpu, &mut results)?;
     }
     Ok(results)
+}
+
+/// The GPU pivots the `[[gpu]]` rules read, by (domain, point, small threshold): one view
+/// of the live GPU resources per distinct (domain, point). `Err`: why there is nothing to
+/// pivot (no such GPU domain, no GPU domain at all), which breaks the rule.
+struct GpuPivots {
+    by: HashMap<GpuKey, Result<Pivots, String>>,
+}
+
+/// A `[[gpu]]` rule's domain (`None`: every GPU domain), point (`None`: the end) and
+/// small threshold.
+type GpuKey = (Option<String>, Option<String>, u64);
+
+impl GpuPivots {
+    fn new(budget: &Budget, m: &Measured<'_>) -> Result<GpuPivots, Error> {
+        let state = m.loaded.state();
+        let mut views: HashMap<(Option<String>, Option<String>), Result<GpuView, String>> = HashMap::new();
+        let mut by = HashMap::new();
+        for rule in &budget.rules {
+            let Scope::Gpu { domain, small } = &rule.scope else { continue };
+            let domain = domain.as_ref().map(|d| d.value.clone());
+            let at = rule.at.as_ref().map(|a| a.value.clone());
+            let key = (domain.clone(), at.clone());
+            if !views.contains_key(&key) {
+                let ids = match &domain {
+                    Some(name) => gpu::domain_tree(state, name),
+                    None => {
+                        let all = gpu::gpu_domains(state);
+                        if all.is_empty() {
+                            Err("the log has no GPU domain (a domain of kind GpuLocal or GpuShared, or one inside it)"
+                                .to_owned())
+                        } else {
+                            Ok(all)
+                        }
+                    }
+                };
+                let view = match ids {
+                    Ok(ids) => Ok(gpu::view_at(m.loaded, &m.sels[&at], gpu::ViewPoint::Selection, &ids, None, None)?),
+                    Err(why) => Err(why),
+                };
+                views.insert(key.clone(), view);
+            }
+            by.entry((domain, at, *small)).or_insert_with(|| {
+                // Only the totals are read: no rows are listed.
+                views[&key].as_ref().map(|v| gpu::pivots(v, *small, 0)).map_err(Clone::clone)
+            });
+        }
+        Ok(GpuPivots { by })
+    }
+
+    /// The rule's figure, or why it has none.
+    fn figure(&self, rule: &Rule, metric: GpuMetric) -> Result<u64, String> {
+        let Scope::Gpu { domain, small } = &rule.scope else { unreachable!("a [[gpu]] rule") };
+        let key = (domain.as_ref().map(|d| d.value.clone()), rule.at.as_ref().map(|a| a.value.clone()), *small);
+        let p = self.by[&key].as_ref().map_err(Clone::clone)?;
+        Ok(match metric {
+            GpuMetric::PaddingBytes => p.padding_bytes,
+            GpuMetric::NpotWaste => p.npot_save,
+            GpuMetric::SmallResources => p.small.total.count,
+            GpuMetric::SmallBytes => p.small.total.bytes,
+            GpuMetric::UnknownFormats => p.unchecked.unknown_format.count,
+        })
+    }
 }
 
 /// One log's figures at every point the budget names.
@@ -331,6 +399,8 @@ struct Measured<'a> {
     loaded: &'a Loaded,
     /// By label (`None`: the end).
     at: HashMap<Option<String>, LogFigures<'a>>,
+    /// The selection at each of those points.
+    sels: HashMap<Option<String>, Selection>,
     /// "the log" or "the baseline", for messages.
     which: &'static str,
 }
@@ -339,6 +409,7 @@ impl<'a> Measured<'a> {
     fn new(loaded: &'a Loaded, budget: &Budget, which: &'static str) -> Result<Measured<'a>, Error> {
         let state = loaded.state();
         let mut at: HashMap<Option<String>, LogFigures<'a>> = HashMap::new();
+        let mut sels = HashMap::new();
         let points = std::iter::once(None).chain(budget.rules.iter().map(|r| r.at.as_ref()).filter(|a| a.is_some()));
         for point in points {
             let key = point.map(|a| a.value.clone());
@@ -348,9 +419,10 @@ impl<'a> Measured<'a> {
             // The selection reads only the options, not the log's path.
             let args = ReportOptions { at: key.clone().map(At::Label), ..ReportOptions::default() };
             let sel = Selection::resolve(state, &args).map_err(|e| located_error(budget, point, which, e))?;
-            at.insert(key, LogFigures::new(state, &sel));
+            at.insert(key.clone(), LogFigures::new(state, &sel));
+            sels.insert(key, sel);
         }
-        Ok(Measured { loaded, at, which })
+        Ok(Measured { loaded, at, sels, which })
     }
 
     fn figures(&self, at: &Option<Located<String>>) -> &LogFigures<'a> {
@@ -452,6 +524,8 @@ struct Subject {
     /// For a domain: what its driver budget samples say over the whole log (`None`:
     /// it has none).
     driver: Option<GpuBudget>,
+    /// For a `[[gpu]]` rule: its figure of the GPU pivots, or why there is none.
+    gpu: Option<Result<u64, String>>,
 }
 
 /// The driver's budget figures of the domain named `name` over the whole log.
@@ -465,6 +539,7 @@ fn evaluate(
     rule: &Rule,
     current: &Measured<'_>,
     base: Option<&Measured<'_>>,
+    gpu: &GpuPivots,
     out: &mut Vec<RuleResult>,
 ) -> Result<(), Error> {
     let fc = current.figures(&rule.at);
@@ -480,7 +555,13 @@ fn evaluate(
                 Metric::PeakOfBudget | Metric::UsageOfBudget => driver_figures(current, fc, &name.value),
                 _ => None,
             };
-            let s = Subject { name: name.value.clone(), current: node_metrics(fc, &d, ROOT), baseline: b, driver };
+            let s = Subject {
+                name: name.value.clone(),
+                current: node_metrics(fc, &d, ROOT),
+                baseline: b,
+                driver,
+                gpu: None,
+            };
             ("domain", Some(name.value.clone()), vec![s])
         }
         Scope::Leaks(name) | Scope::Total(name) => {
@@ -496,7 +577,13 @@ fn evaluate(
             (
                 table,
                 name.as_ref().map(|n| n.value.clone()),
-                vec![Subject { name: subject, current: node_metrics(fc, &d, ROOT), baseline: b, driver: None }],
+                vec![Subject {
+                    name: subject,
+                    current: node_metrics(fc, &d, ROOT),
+                    baseline: b,
+                    driver: None,
+                    gpu: None,
+                }],
             )
         }
         Scope::HeapContainers => {
@@ -507,6 +594,7 @@ fn evaluate(
                 current: node_metrics(fc, &d, ROOT),
                 baseline: None,
                 driver: None,
+                gpu: None,
             };
             ("efficiency", Some("heap".into()), vec![s])
         }
@@ -533,10 +621,21 @@ fn evaluate(
                         .as_ref()
                         .map(|b| b.iter().find(|(p, _)| *p == path).map(|(_, m)| *m).unwrap_or_default());
                     let name = if *each { path_text(&path) } else { glob.as_str().to_owned() };
-                    Subject { name, current: m, baseline, driver: None }
+                    Subject { name, current: m, baseline, driver: None, gpu: None }
                 })
                 .collect();
             ("context", dname, subjects)
+        }
+        Scope::Gpu { domain, .. } => {
+            let Metric::Gpu(metric) = rule.metric else { unreachable!("[[gpu]] rules read the GPU pivots") };
+            let s = Subject {
+                name: domain.as_ref().map_or_else(|| "(every GPU domain)".to_owned(), |d| d.value.clone()),
+                current: Metrics::default(),
+                baseline: None,
+                driver: None,
+                gpu: Some(gpu.figure(rule, metric)),
+            };
+            ("gpu", domain.as_ref().map(|d| d.value.clone()), vec![s])
         }
     };
     for s in subjects {
@@ -557,6 +656,7 @@ fn metric_name(m: Metric) -> &'static str {
         Metric::GrowthPercent(_) => "growth_percent",
         Metric::PeakOfBudget => "peak_of_budget",
         Metric::UsageOfBudget => "usage_of_budget",
+        Metric::Gpu(g) => g.name(),
     }
 }
 
@@ -575,6 +675,7 @@ fn metric_words(table: &str, m: Metric) -> String {
         (_, Metric::GrowthPercent(of)) => format!("{} growth %", of.name()),
         (_, Metric::PeakOfBudget) => "peak of the smallest driver budget".into(),
         (_, Metric::UsageOfBudget) => "driver usage of the smallest driver budget".into(),
+        (_, Metric::Gpu(g)) => g.words().into(),
     }
 }
 
@@ -586,6 +687,7 @@ fn rule_name(table: &str, subject: &str, domain: Option<&str>, m: Metric) -> Str
         ("domain", _) => format!("domain {subject}: {what}"),
         ("leaks", _) => format!("leaks in {subject}: {what}"),
         ("growth", _) => format!("growth of {subject}: {what}"),
+        ("gpu", _) => format!("gpu {subject}: {what}"),
         _ => format!("{subject}: {what}"),
     }
 }
@@ -689,6 +791,14 @@ fn measure(budget: &Budget, rule: &Rule, table: &'static str, domain: Option<Str
                 (Some(Number::Int(to_i64(avg))), Some(Number::Int(margin)), margin >= 0)
             }
         },
+        (Metric::Gpu(_), Limit::MaxBytes(max) | Limit::MaxCount(max)) => match &s.gpu {
+            Some(Ok(v)) => {
+                let margin = to_i64(max) - to_i64(*v);
+                (Some(Number::Int(to_i64(*v))), Some(Number::Int(margin)), margin >= 0)
+            }
+            // No GPU domain to pivot: the rule fails.
+            _ => (None, None, false),
+        },
         (metric, Limit::MaxBytes(max) | Limit::MaxCount(max)) => {
             let v = match metric {
                 Metric::Peak => m.peak,
@@ -718,6 +828,13 @@ fn measure(budget: &Budget, rule: &Rule, table: &'static str, domain: Option<Str
         _ => rule.at.as_ref().map(|a| a.value.clone()),
     };
     let message = match (rule.metric, &s.driver) {
+        (Metric::Gpu(_), _) if !passed && measured.is_none() => {
+            let why = match &s.gpu {
+                Some(Err(why)) => why.as_str(),
+                _ => "nothing to measure",
+            };
+            format!("{rule_text}: {why}")
+        }
         (Metric::PeakOfBudget | Metric::UsageOfBudget, None) => format!(
             "{rule_text}: the log has no budget samples for \"{}\" (the game reports them with `Domain::budget`, format 1.2)",
             s.name
@@ -857,6 +974,7 @@ impl CheckReport {
             let measured = match (r.measured, r.passed) {
                 (None, true) => "none".to_owned(),
                 (None, false) if r.table == "context" && r.baseline.is_none() && !growth => "no match".to_owned(),
+                (None, false) if r.table == "gpu" => "no GPU domain".to_owned(),
                 (None, false) => "from nothing".to_owned(),
                 (m, _) => number_text(r.unit, m, growth),
             };
@@ -946,5 +1064,187 @@ mod tests {
             assert_eq!((res.measured, res.margin, res.passed), (None, None, false));
             assert!(res.message.contains("the log has no budget samples for \"vram.local\""), "{}", res.message);
         }
+    }
+
+    fn check_gpu(name: &str, gpu: bool, toml: &str) -> CheckOutput {
+        let args = CheckOptions {
+            log: crate::testlog::gpu_log(name, gpu),
+            budget_name: "b.toml".into(),
+            budget: toml.into(),
+            baseline: None,
+            json: false,
+            github: false,
+            allow_damage: Vec::new(),
+        };
+        run(&args, Progress::Hidden).unwrap()
+    }
+
+    fn report(o: &CheckOutput) -> serde_json::Value {
+        serde_json::from_str(&o.json).unwrap()
+    }
+
+    /// (metric, measured, margin, passed) of every result.
+    fn gpu_results(o: &CheckOutput) -> Vec<(String, i64, i64, bool)> {
+        report(o)["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["metric"].as_str().unwrap().to_owned(),
+                    r["measured"].as_i64().unwrap(),
+                    r["margin"].as_i64().unwrap(),
+                    r["passed"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn gpu_table(head: &str, limits: [u64; 5]) -> String {
+        format!(
+            "{head}max_padding_bytes = {}\nmax_npot_waste = {}\nmax_small_resources = {}\nmax_small_bytes = {}\n\
+             max_unknown_formats = {}\n",
+            limits[0], limits[1], limits[2], limits[3], limits[4]
+        )
+    }
+
+    const METRICS: [&str; 5] = ["padding_bytes", "npot_waste", "small_resources", "small_bytes", "unknown_formats"];
+
+    #[test]
+    fn gpu_rules_hold_at_their_measured_values_and_break_one_below() {
+        // At the end, every GPU domain: padding 8 192 + 3 072; the BC7 texture rounded
+        // down saves 36 928; the three buffers and the 16 x 16 texture are small
+        // (1 000 + 2 000 + 4 096 + 4 096); one texture of an unknown format.
+        let exact = [11_264, 36_928, 4, 11_192, 1];
+        let o = check_gpu("check-gpu-exact", true, &gpu_table("[[gpu]]\n", exact));
+        assert_eq!(o.verdict, Verdict::Passed, "{}", o.text);
+        let want: Vec<(String, i64, i64, bool)> =
+            METRICS.iter().zip(exact).map(|(m, v)| (m.to_string(), v as i64, 0, true)).collect();
+        assert_eq!(gpu_results(&o), want);
+        let j = report(&o);
+        let first = &j["results"][0];
+        assert_eq!(
+            (&first["table"], &first["subject"], &first["domain"], &first["at"], &first["unit"], &first["line"]),
+            (
+                &"gpu".into(),
+                &"(every GPU domain)".into(),
+                &serde_json::Value::Null,
+                &serde_json::Value::Null,
+                &"bytes".into(),
+                &2.into()
+            )
+        );
+        assert_eq!(j["results"][2]["unit"], "count");
+        assert!(o.text.contains("ok      gpu (every GPU domain): padding bytes"), "{}", o.text);
+
+        let below = exact.map(|v| v - 1);
+        let o = check_gpu("check-gpu-below", true, &gpu_table("[[gpu]]\n", below));
+        assert_eq!(o.verdict, Verdict::Broken);
+        let want: Vec<(String, i64, i64, bool)> =
+            METRICS.iter().zip(exact).map(|(m, v)| (m.to_string(), v as i64, -1, false)).collect();
+        assert_eq!(gpu_results(&o), want);
+        assert_eq!(report(&o)["failed"], 5);
+        assert!(
+            o.text.contains(
+                "gpu (every GPU domain): padding bytes: 11.0 KiB at the end, over the maximum 11.0 KiB by 1 B (b.toml:2)"
+            ),
+            "{}",
+            o.text
+        );
+        assert!(
+            o.text.contains(
+                "gpu (every GPU domain): resources of unknown format: 1 at the end, over the maximum 0 by 1 (b.toml:6)"
+            ),
+            "{}",
+            o.text
+        );
+        assert_eq!(o.junit.matches("classname=\"memreplay.budget.gpu\"").count(), 5, "{}", o.junit);
+        assert_eq!(o.junit.matches("<failure").count(), 5, "{}", o.junit);
+    }
+
+    #[test]
+    fn gpu_rules_read_a_label_one_domain_and_their_own_small_threshold() {
+        // At "loaded" only the two first textures are live: the padded one and the BC7.
+        let o = check_gpu("check-gpu-at", true, &gpu_table("[[gpu]]\nat = \"loaded\"\n", [8_192, 36_928, 0, 0, 0]));
+        assert_eq!(o.verdict, Verdict::Passed, "{}", o.text);
+        assert!(gpu_results(&o).iter().all(|r| r.2 == 0), "{:?}", gpu_results(&o));
+        assert_eq!(report(&o)["results"][0]["at"], "loaded");
+        // The file's `at` is inherited, as the other tables inherit it; a table's own wins.
+        let toml = format!("at = \"loaded\"\n{}", gpu_table("[[gpu]]\n", [8_191, 36_928, 0, 0, 0]));
+        let o = check_gpu("check-gpu-top-at", true, &toml);
+        assert_eq!(gpu_results(&o)[0], ("padding_bytes".into(), 8_192, -1, false));
+        assert!(o.text.contains("8.0 KiB at \"loaded\", over the maximum"), "{}", o.text);
+
+        // One domain at the end: vram.local has the padded and the BC7 texture and the
+        // unknown one; vram.shared the small ones and 3 072 bytes of padding.
+        let toml = format!(
+            "{}\n{}\n{}",
+            gpu_table("[[gpu]]\ndomain = \"vram.local\"\n", [8_192, 36_928, 0, 0, 1]),
+            gpu_table("[[gpu]]\ndomain = \"vram.shared\"\n", [3_072, 0, 4, 11_192, 0]),
+            gpu_table("[[gpu]]\ndomain = \"vram.shared\"\nsmall = \"4KiB\"\n", [3_071, 0, 2, 3_000, 0])
+        );
+        let o = check_gpu("check-gpu-domain", true, &toml);
+        let r = gpu_results(&o);
+        assert_eq!(r.len(), 15);
+        assert!(r.iter().enumerate().all(|(i, r)| i == 10 || (r.2 == 0 && r.3)), "{r:?}");
+        // Below 4 KiB: the 1 000 and 2 000 byte buffers only (r[12], r[13]); the limit one
+        // below the padding breaks.
+        assert_eq!(r[10], ("padding_bytes".into(), 3_072, -1, false));
+        assert_eq!(report(&o)["failed"], 1);
+        let j = report(&o);
+        assert_eq!(
+            (&j["results"][0]["subject"], &j["results"][0]["domain"]),
+            (&"vram.local".into(), &"vram.local".into())
+        );
+        assert!(o.text.contains("gpu vram.shared: small resources"), "{}", o.text);
+    }
+
+    #[test]
+    fn a_gpu_rule_without_a_gpu_domain_breaks_saying_why() {
+        let o = check_gpu("check-gpu-heap", true, "[[gpu]]\ndomain = \"heap\"\nmax_small_resources = 100\n");
+        assert_eq!(o.verdict, Verdict::Broken);
+        let j = report(&o);
+        let r = &j["results"][0];
+        assert_eq!(
+            (&r["measured"], &r["margin"], &r["passed"]),
+            (&serde_json::Value::Null, &serde_json::Value::Null, &false.into())
+        );
+        assert_eq!(
+            r["message"],
+            "gpu heap: small resources: no GPU domain \"heap\" in the log; GPU domains: \"vram.local\", \"vram.shared\" \
+             (b.toml:3)"
+        );
+        assert!(o.text.contains("FAIL    gpu heap: small resources") && o.text.contains("no GPU domain"), "{}", o.text);
+
+        let o = check_gpu(
+            "check-gpu-none",
+            false,
+            "[[gpu]]\nmax_padding_bytes = \"1MiB\"\n[[gpu]]\ndomain = \"vram.local\"\nmax_npot_waste = 0\n",
+        );
+        assert_eq!(o.verdict, Verdict::Broken);
+        let j = report(&o);
+        assert_eq!(j["failed"], 2);
+        let m0 = j["results"][0]["message"].as_str().unwrap();
+        assert!(
+            m0.starts_with("gpu (every GPU domain): padding bytes: the log has no GPU domain")
+                && m0.ends_with("(b.toml:2)"),
+            "{m0}"
+        );
+        assert_eq!(
+            j["results"][1]["message"],
+            "gpu vram.local: NPOT texture waste: no GPU domain \"vram.local\" in the log; GPU domains: none (b.toml:5)"
+        );
+    }
+
+    #[test]
+    fn a_gpu_rule_at_a_missing_label_cannot_run() {
+        let args = CheckOptions {
+            log: crate::testlog::gpu_log("check-gpu-no-label", true),
+            budget_name: "b.toml".into(),
+            budget: "[[gpu]]\nat = \"nowhere\"\nmax_padding_bytes = 0\n".into(),
+            ..CheckOptions::default()
+        };
+        let Err(Error::Usage(e)) = build(&args, Progress::Hidden) else { panic!("a missing label is an error") };
+        assert!(e.starts_with("b.toml:2: no label \"nowhere\" in the log"), "{e}");
     }
 }

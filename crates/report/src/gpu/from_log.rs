@@ -8,7 +8,7 @@ use memreplay_format::{DomainKind, ResourceDesc, ResourceKind};
 use memreplay_replay::{NodeId, ReplayState};
 
 use super::model::{GpuBlock, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, SubAllocation};
-use crate::select::Point;
+use crate::select::{Point, Selection};
 use crate::sites::replay_to_points;
 use crate::{Error, Loaded};
 
@@ -51,6 +51,34 @@ pub(crate) fn gpu_domains(state: &ReplayState) -> Vec<u32> {
     let mut ids: Vec<u32> = state.domain_info.keys().copied().filter(|&d| is_gpu_domain(state, d)).collect();
     ids.sort_unstable();
     ids
+}
+
+/// The GPU domain named `name` (or numbered so) and every domain inside it, by id. The
+/// error names the log's GPU domains.
+pub(crate) fn domain_tree(state: &ReplayState, name: &str) -> Result<Vec<u32>, String> {
+    let all = gpu_domains(state);
+    let id = all.iter().copied().find(|&d| state.domain_name(d) == name || d.to_string() == name);
+    let Some(id) = id else {
+        let names: Vec<String> = all.iter().map(|&d| format!("\"{}\"", state.domain_name(d))).collect();
+        return Err(format!(
+            "no GPU domain \"{name}\" in the log; GPU domains: {}",
+            if names.is_empty() { "none".into() } else { names.join(", ") }
+        ));
+    };
+    let mut set = vec![id];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for &d in &all {
+            let p = state.domain_info.get(&d).and_then(|i| i.parent);
+            if p.is_some_and(|p| set.contains(&p)) && !set.contains(&d) {
+                set.push(d);
+                grew = true;
+            }
+        }
+    }
+    set.sort_unstable();
+    Ok(set)
 }
 
 /// The top-level domain `domain` sub-allocates from (itself if it is one).
@@ -99,6 +127,19 @@ pub fn view(
     contexts: Option<&[bool]>,
     screen: Option<(u32, u32)>,
 ) -> Result<GpuView, Error> {
+    view_at(l, &l.sel, point, domains, contexts, screen)
+}
+
+/// [`view`] at the point of `sel` (a selection resolved against the log's state) instead
+/// of the log's own.
+pub(crate) fn view_at(
+    l: &Loaded,
+    sel: &Selection,
+    point: ViewPoint,
+    domains: &[u32],
+    contexts: Option<&[bool]>,
+    screen: Option<(u32, u32)>,
+) -> Result<GpuView, Error> {
     let state = l.state();
     // The domains drawn: those asked for, and the parent of a sub-allocating one (its
     // blocks hold the sub-allocations).
@@ -131,10 +172,10 @@ pub fn view(
     let mut point_ns: Vec<(u32, Option<u64>)> = Vec::new();
     let point_text = match point {
         ViewPoint::Selection => {
-            let at = l.sel.marker(state).map(|m| l.ns(m.time_ns));
+            let at = sel.marker(state).map(|m| l.ns(m.time_ns));
             point_ns.extend(shown.iter().map(|&d| (top_of(state, d), at)));
-            let text = l.sel.point_text(state, l.ticks_per_second());
-            match (&l.sel.point, l.sel.marker(state)) {
+            let text = sel.point_text(state, l.ticks_per_second());
+            match (&sel.point, sel.marker(state)) {
                 (Point::End, _) | (_, None) => collect(state, &|d| shown.contains(&d), &mut live, &mut recorded_screen),
                 (_, Some(m)) => {
                     replay_to_points(path, state, &[(m.seq, m.thread)], |_, st| {

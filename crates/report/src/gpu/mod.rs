@@ -17,10 +17,11 @@ mod vma;
 
 pub use blockmap::{domain_figures, figures, svg, to_text, BlockFigures, DomainBlockFigures, TEXT_COLUMNS};
 
-pub(crate) use from_log::{gpu_domains, view, ViewPoint};
+pub(crate) use from_log::{domain_tree, gpu_domains, view, view_at, ViewPoint};
 pub use model::{
     GpuBlock, GpuBudget, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, OverBudget, SubAllocation,
 };
+pub(crate) use pivots::pivots;
 pub use pivots::{
     DimensionsRow, KindRow, NpotRow, Owner, PaddingRow, Pivots, PowerOfTwo, ResourceRow, ScreenRow, Small, Unchecked,
     DEFAULT_SMALL,

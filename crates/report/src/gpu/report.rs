@@ -129,34 +129,10 @@ pub fn build_view(args: &GpuOptions, progress: Progress) -> Result<(GpuView, Scr
     let opts = ReportOptions { log, at, json: args.json, ..ReportOptions::default() };
     let l = load(&opts, progress)?;
     let state = l.state();
-    let all = from_log::gpu_domains(state);
     let domains = match &args.domain {
-        None => all.clone(),
-        Some(name) => {
-            let id = all.iter().copied().find(|&d| state.domain_name(d) == *name || d.to_string() == *name);
-            let Some(id) = id else {
-                let names: Vec<String> = all.iter().map(|&d| format!("\"{}\"", state.domain_name(d))).collect();
-                return Err(Error::Usage(format!(
-                    "no GPU domain \"{name}\" in the log; GPU domains: {}",
-                    if names.is_empty() { "none".into() } else { names.join(", ") }
-                )));
-            };
-            // The domain and every domain inside it.
-            let mut set = vec![id];
-            let mut grew = true;
-            while grew {
-                grew = false;
-                for &d in &all {
-                    let p = state.domain_info.get(&d).and_then(|i| i.parent);
-                    if p.is_some_and(|p| set.contains(&p)) && !set.contains(&d) {
-                        set.push(d);
-                        grew = true;
-                    }
-                }
-            }
-            set.sort_unstable();
-            set
-        }
+        None => from_log::gpu_domains(state),
+        // The domain is resolved here, against GPU domains only.
+        Some(name) => from_log::domain_tree(state, name).map_err(Error::Usage)?,
     };
     let mask = args.context.as_deref().map(|c| context_mask(state, c)).transpose()?;
     let point = if args.at == Some(GpuAt::Peak) { ViewPoint::Peak } else { ViewPoint::Selection };
