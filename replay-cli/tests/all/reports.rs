@@ -1149,6 +1149,8 @@ fn report_outputs_match_their_snapshots() {
         ("diff-range.txt", &["diff", log, "--from", "main menu", "--to", "gameplay", "--symbols", symbols]),
         ("check.txt", &["check", log, "--budget", budget, "--baseline", log]),
         ("export.csv", &["export", log, "--format", "csv"]),
+        ("gpu.txt", &["gpu", log, "--at", "level loaded"]),
+        ("gpu-peak.json", &["gpu", log, "--at", "peak", "--json"]),
     ];
     let mut changed = Vec::new();
     for (name, args) in cases {
