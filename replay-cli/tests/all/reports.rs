@@ -1118,7 +1118,9 @@ fn summarize_sets_process_memory_against_tracked_memory() {
 /// an intended change (review the diff). Whole callstacks are left unsymbolicated
 /// (`--no-symbols`): their system-library frames would read differently on a machine
 /// with another C library; the text reports name the demo's functions from the committed
-/// debug file, and their symbolication statistics and timings are left out.
+/// debug file, and their symbolication statistics and timings are left out. (Source paths
+/// under the working directory print relative to it: record the baseline from a checkout
+/// elsewhere, so that its paths read the same from every clone.)
 #[test]
 fn report_outputs_match_their_snapshots() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
