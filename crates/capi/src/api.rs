@@ -1,0 +1,1 @@
+//! The C API declared by `include/memreplay.h`.

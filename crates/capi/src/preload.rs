@@ -1,0 +1,1 @@
+//! The C library's allocator, interposed and recorded.
