@@ -110,6 +110,14 @@ pub(crate) struct DomainDef {
 }
 pub(crate) static DOMAINS: Mutex<Vec<DomainDef>> = Mutex::new(Vec::new());
 
+/// How many domains `DOMAINS` holds (their ids are 1..=this), readable without its lock.
+static DOMAINS_DEFINED: AtomicU32 = AtomicU32::new(0);
+
+/// The highest domain id defined so far (0: none but the heap).
+pub(crate) fn domains_defined() -> u32 {
+    DOMAINS_DEFINED.load(Ordering::Acquire)
+}
+
 #[inline(always)]
 pub(crate) fn session() -> *mut Session {
     SESSION.load(Ordering::Acquire)
@@ -211,6 +219,7 @@ pub(crate) fn define_domain(name: &str, kind: DomainKind, capacity: u64, parent:
         let mut domains = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
         let id = domains.len() as u32 + 1;
         domains.push(DomainDef { id, name: name.to_owned(), kind, capacity, parent });
+        DOMAINS_DEFINED.store(id, Ordering::Release);
         id
     })
 }
