@@ -354,3 +354,109 @@ fn disabled_macros_compile_to_nothing_and_need_no_library() {
         assert!(!undefined.contains("memreplay"), "the disabled build references the library:\n{undefined}");
     }
 }
+
+#[test]
+fn example_engine_builds_runs_and_names_its_contexts() {
+    if !have("c++") || !have("make") {
+        return;
+    }
+    let dir = scratch("engine");
+    let make = Command::new("make")
+        .arg("-C")
+        .arg(manifest_dir().join("../../examples/cpp-engine"))
+        .arg(format!("OUT={}", dir.display()))
+        .arg(format!("LIBDIR={}", lib_dir().display()))
+        .output()
+        .unwrap();
+    check("make -C examples/cpp-engine", make);
+    let log_path = dir.join("engine.mrl");
+    let stdout = run(&dir.join("engine"), &log_path);
+    assert!(stdout.contains(" 0 lost"), "{stdout}");
+    let r = Read::open(&log_path);
+
+    let domains = r.domains();
+    let mut names: Vec<&str> = domains.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["engine.heap", "pool.entities", "vram.local"]);
+    let heap = domains["engine.heap"].0;
+    assert_eq!(domains["engine.heap"].3, Some(0));
+    assert_eq!(domains["pool.entities"].3, Some(heap));
+    assert_eq!(domains["vram.local"].1, DomainKind::GpuLocal);
+    // Everything the engine allocated in its domains it freed before stopping.
+    for (name, (id, ..)) in &domains {
+        let allocs = r.count(|e| matches!(e, Event::Alloc { domain, .. } if domain == id));
+        let frees = r.count(|e| matches!(e, Event::Free { domain, .. } if domain == id));
+        assert!(allocs > 0 && allocs == frees, "{name}: {allocs} allocations, {frees} frees");
+    }
+
+    let mut contexts: Vec<String> = r.pushes().into_iter().map(|(ty, name, _)| format!("{ty}:{name}")).collect();
+    contexts.sort();
+    contexts.dedup();
+    let want = [
+        "Level:Forest",
+        "Mesh:boulder.mesh",
+        "Mesh:tree.mesh",
+        "Renderer:targets",
+        "System:render",
+        "System:spawner",
+        "Texture:bark.dds",
+        "Texture:fern.dds",
+        "Texture:moss.dds",
+        "Texture:rock.dds",
+        "Texture:water.dds",
+    ];
+    assert_eq!(contexts, want);
+    let textures = r.allocs_in(domains["vram.local"].0);
+    assert!(textures.iter().any(|(_, _, path)| path == "Level:Forest/Texture:rock.dds"), "{textures:?}");
+    assert_eq!(r.labels(), ["level Forest loaded", "window resized to 2560x1440", "unloading Forest"]);
+    assert_eq!(r.count(|e| matches!(e, Event::FrameStart { .. })), 12);
+    assert_eq!(r.count(|e| matches!(e, Event::Budget { .. })), 12);
+    let displays: Vec<(u32, u32)> = r
+        .log
+        .events()
+        .filter_map(|(_, e)| match e {
+            Event::Display { width, height } => Some((*width, *height)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(displays, [(1920, 1080), (2560, 1440)]);
+}
+
+#[test]
+fn fork_child_records_nothing_of_the_parents_session_and_can_start_its_own() {
+    if !have("cc") {
+        return;
+    }
+    let dir = scratch("fork");
+    let exe = compile("cc", "fork_test.c", &["-std=c99"], true, &dir, "fork_test");
+    let (parent, child) = (dir.join("parent.mrl"), dir.join("child.mrl"));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&parent).arg(&child).env("LD_LIBRARY_PATH", lib_dir());
+    let mut proc = cmd.spawn().unwrap();
+    // Before the fork handler, the child hung (its buffers filled with no writer to
+    // take them): give it ample time, then fail instead of hanging the test run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = proc.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = proc.kill();
+            panic!("fork_test did not finish in 60 s: the forked child hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "fork_test: {status}");
+
+    let p = Read::open(&parent);
+    assert_eq!(p.labels(), ["before fork", "after fork"]);
+    let objects = p.domains()["objects"].0;
+    let sizes: Vec<u64> = p.allocs_in(objects).into_iter().map(|a| a.1).collect();
+    assert_eq!(sizes, [100], "the child's events are not in the parent's log");
+
+    let c = Read::open(&child);
+    assert_eq!(c.labels(), ["child"]);
+    let objects = c.domains()["objects"].0;
+    let sizes: Vec<u64> = c.allocs_in(objects).into_iter().map(|a| a.1).collect();
+    assert_eq!(sizes, [700]);
+}
