@@ -1,8 +1,9 @@
 /*
  * memreplay.h: memreplay's recorder for C and C++ programs (libmemreplay).
  *
- * C99 and C++ (any standard from C++98). Link with -lmemreplay (libmemreplay.so, or
- * libmemreplay.a plus -lpthread -ldl -lm -lgcc_s on Linux); see crates/capi/README.md.
+ * C99 and C++11 or later (C++98 too, where the compiler takes variadic macros).
+ * Link with -lmemreplay (libmemreplay.so), or libmemreplay.a plus
+ * -lpthread -ldl -lm -lrt -lgcc_s on Linux; see crates/capi/README.md.
  *
  * The switch: MEMREPLAY_ENABLED.
  *   - 1 (the default when undefined): the MEMREPLAY_* macros call the library.

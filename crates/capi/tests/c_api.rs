@@ -366,9 +366,24 @@ fn example_engine_builds_runs_and_names_its_contexts() {
         .arg(manifest_dir().join("../../examples/cpp-engine"))
         .arg(format!("OUT={}", dir.display()))
         .arg(format!("LIBDIR={}", lib_dir().display()))
+        .args(["all", "engine-static", "engine-off"])
         .output()
         .unwrap();
     check("make -C examples/cpp-engine", make);
+    // Linked to libmemreplay.a with the system libraries the README names: it records.
+    let static_log = dir.join("static.mrl");
+    let out = Command::new(dir.join("engine-static")).arg(&static_log).env_remove("LD_LIBRARY_PATH").output();
+    let stdout = String::from_utf8(check("engine-static", out.unwrap()).stdout).unwrap();
+    assert!(stdout.contains(" 0 lost"), "{stdout}");
+    assert_eq!(
+        Read::open(&static_log).labels(),
+        ["level Forest loaded", "window resized to 2560x1440", "unloading Forest"]
+    );
+    // Built with MEMREPLAY_ENABLED=0 and no library: runs, records nothing.
+    let off_log = dir.join("off.mrl");
+    let out = Command::new(dir.join("engine-off")).arg(&off_log).env_remove("MEMREPLAY_LOG").output();
+    let stdout = String::from_utf8(check("engine-off", out.unwrap()).stdout).unwrap();
+    assert!(stdout.is_empty() && !off_log.exists(), "{stdout}");
     let log_path = dir.join("engine.mrl");
     let stdout = run(&dir.join("engine"), &log_path);
     assert!(stdout.contains(" 0 lost"), "{stdout}");
