@@ -1,9 +1,8 @@
 //! The C API from C and C++: programs built with the system `cc` and `c++` against
 //! `include/memreplay.h` and `libmemreplay.so`, run, and their logs read back.
 //!
-//! `cargo test -p memreplay-capi` builds the library first (the test links nothing of it
-//! in Rust, but cargo builds the package's library targets, `.so` and `.a`, before its
-//! tests). Without a C or C++ compiler, the tests say so on stderr and skip.
+//! The library is built first with `cargo build -p memreplay-capi` (see [`lib_dir`]).
+//! Without a C or C++ compiler, the tests say so on stderr and skip.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,17 +10,29 @@ use std::process::{Command, Output};
 
 use memreplay_format::{context_flags, DomainKind, Event, Log, ResourceKind};
 
-/// `target/<profile>`, where cargo put `libmemreplay.so`: the test executable lives in
-/// its `deps` folder.
+/// `target/<profile>`, where cargo puts `libmemreplay.so`: the test executable lives in
+/// its `deps` folder. `cargo test` does not build a package's cdylib for its integration
+/// tests (they cannot link it), so the first call builds it, up to date, with the cargo
+/// that runs the tests and the same profile.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    assert!(
-        dir.join("libmemreplay.so").is_file(),
-        "no libmemreplay.so in {}: build it with `cargo build -p memreplay-capi`",
-        dir.display()
-    );
-    dir
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args(["build", "-p", "memreplay-capi", "--lib"]).current_dir(manifest_dir());
+            match dir.file_name().and_then(|p| p.to_str()) {
+                Some("debug") | None => {}
+                Some(profile) => {
+                    cargo.args(["--profile", profile]);
+                }
+            }
+            check("cargo build -p memreplay-capi", cargo.output().unwrap());
+            assert!(dir.join("libmemreplay.so").is_file(), "no libmemreplay.so in {}", dir.display());
+            dir
+        })
+        .clone()
 }
 
 fn manifest_dir() -> PathBuf {
