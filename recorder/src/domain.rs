@@ -37,6 +37,35 @@ impl Domain {
         id: 0,
     };
 
+    /// The domain's number in the log (0 for [`Domain::HEAP`]; always 0 with the feature
+    /// off). For bindings that hand domains to other languages as plain integers.
+    #[inline]
+    pub fn id(&self) -> u32 {
+        #[cfg(feature = "capture_replay_log")]
+        {
+            self.id
+        }
+        #[cfg(not(feature = "capture_replay_log"))]
+        {
+            0
+        }
+    }
+
+    /// The domain numbered `id`, if one was defined (0 is [`Domain::HEAP`]): the reverse
+    /// of [`Domain::id`], checked against the domains defined so far with one atomic load.
+    /// With the feature off only 0 is known.
+    #[inline]
+    pub fn from_id(id: u32) -> Option<Domain> {
+        #[cfg(feature = "capture_replay_log")]
+        {
+            (id <= crate::imp::domains_defined()).then_some(Domain { id })
+        }
+        #[cfg(not(feature = "capture_replay_log"))]
+        {
+            (id == 0).then_some(Domain {})
+        }
+    }
+
     /// Defines a top-level domain (e.g. "vram.local", kind `GpuLocal`). `capacity`: its size
     /// in bytes if known, else 0. Define domains once, at start-up, and keep the handle.
     pub fn define(name: &str, kind: DomainKind, capacity: u64) -> Domain {

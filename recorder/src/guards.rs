@@ -32,8 +32,11 @@ pub struct AttachGuard {
 }
 
 impl AttachGuard {
+    /// A guard for an attach already pushed: dropping it pops this thread's innermost
+    /// attach. For bindings (the C API) whose push and pop are separate calls.
+    #[doc(hidden)]
     #[inline(always)]
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         AttachGuard { _not_send: std::marker::PhantomData }
     }
 }

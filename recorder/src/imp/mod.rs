@@ -110,6 +110,14 @@ pub(crate) struct DomainDef {
 }
 pub(crate) static DOMAINS: Mutex<Vec<DomainDef>> = Mutex::new(Vec::new());
 
+/// How many domains `DOMAINS` holds (their ids are 1..=this), readable without its lock.
+static DOMAINS_DEFINED: AtomicU32 = AtomicU32::new(0);
+
+/// The highest domain id defined so far (0: none but the heap).
+pub(crate) fn domains_defined() -> u32 {
+    DOMAINS_DEFINED.load(Ordering::Acquire)
+}
+
 #[inline(always)]
 pub(crate) fn session() -> *mut Session {
     SESSION.load(Ordering::Acquire)
@@ -172,6 +180,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         .map_err(StartError::Io)?;
         *control = Some(handle);
         install_exit_hook();
+        install_fork_handler();
         signals::install();
         SESSION.store(session as *const Session as *mut Session, Ordering::Release);
         Ok(())
@@ -206,11 +215,41 @@ fn install_exit_hook() {
     });
 }
 
+/// A child made by `fork` has none of the recorder's threads (writer, encoders): nothing
+/// would ever take its events, its threads would wait for buffers forever once the pool
+/// ran dry, and `stop` (from the child's `exit`) would wait for a writer that is not
+/// there. So the child records nothing: the session ends in it without a word (the log
+/// stays the parent's), and the child may `start` a session of its own. A termination
+/// signal then ends the child at once, as nothing records.
+fn install_fork_handler() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        extern "C" fn in_child() {
+            SESSION.store(std::ptr::null_mut(), Ordering::Release);
+            // The writer's handle names a thread of the parent: drop it (it has no `Drop`:
+            // nothing joins it).
+            // (Locked at the fork by a parent thread in `start` or `stop`: left as it is.)
+            let control = match CONTROL.try_lock() {
+                Ok(c) => Some(c),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut control) = control {
+                let _ = control.take();
+            }
+        }
+        // SAFETY: registers a plain `extern "C"` function that takes nothing, run in the
+        // child only (single-threaded then); it touches atomics and an uncontended lock.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+}
+
 pub(crate) fn define_domain(name: &str, kind: DomainKind, capacity: u64, parent: Option<u32>) -> u32 {
     untracked(|| {
         let mut domains = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
         let id = domains.len() as u32 + 1;
         domains.push(DomainDef { id, name: name.to_owned(), kind, capacity, parent });
+        DOMAINS_DEFINED.store(id, Ordering::Release);
         id
     })
 }
