@@ -448,7 +448,8 @@ extern "C" fn init() {
     };
     if asked {
         recorder::raw::start_from_env();
-        clear_environment();
+        // What this takes (Rust's, and setenv's copies) is the recorder's own.
+        recorder::untracked(clear_environment);
     }
 }
 

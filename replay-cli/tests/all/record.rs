@@ -264,3 +264,58 @@ fn options_reach_the_recorder_and_children_are_not_recorded() {
         .collect();
     assert!(!sizes.contains(&777), "the exec'd child was recorded");
 }
+
+/// Allocation calls in a heaptrack recording: its size histogram's counts, and those of
+/// 72,704 bytes (libstdc++'s emergency exception pool, which heaptrack's own library
+/// loads and allocates at start-up; a C++ program shares it).
+fn heaptrack_calls(program: &Path, args: &[&str], name: &str) -> (u64, u64) {
+    let data = dir().join(format!("heaptrack-{name}"));
+    let out = Command::new("heaptrack").arg("-o").arg(&data).arg(program).args(args).output().expect("run heaptrack");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let histogram = dir().join(format!("heaptrack-{name}.histogram"));
+    let mut file = data.clone().into_os_string();
+    file.push(".zst");
+    let print = Command::new("heaptrack_print").arg("-f").arg(&file).arg("-H").arg(&histogram).output().unwrap();
+    assert!(print.status.success(), "{}", stderr(&print));
+    let (mut all, mut pool) = (0, 0);
+    for line in std::fs::read_to_string(&histogram).unwrap().lines() {
+        let mut f = line.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+        let (size, count) = (f.next().unwrap(), f.next().unwrap());
+        all += count;
+        if size == 72_704 {
+            pool += count;
+        }
+    }
+    (all, pool)
+}
+
+/// Every allocation and realloc in our log, wherever it came from.
+fn all_allocations(log: &Path) -> u64 {
+    let log = Log::open(log).unwrap();
+    log.blocks
+        .iter()
+        .flat_map(|b| &b.events)
+        .filter(|e| matches!(e, Event::Alloc { domain: 0, .. } | Event::Realloc { .. }))
+        .count() as u64
+}
+
+#[test]
+fn heaptrack_counts_the_same_allocations() {
+    if Command::new("heaptrack").arg("--version").output().is_err() {
+        eprintln!("heaptrack is not installed: nothing to compare with");
+        return;
+    }
+    let c = build("threads.c", "threads-fp", &["-O2", "-fno-omit-frame-pointer"]);
+    let cpp = dir().join("objects");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload/objects.cpp");
+    assert!(Command::new("c++").args(["-O2", "-g", "-o"]).arg(&cpp).arg(&src).status().unwrap().success());
+    for (program, args, name) in [(&c, &["3", "5"][..], "threads"), (&cpp, &[][..], "objects")] {
+        let log = dir().join(format!("{name}-vs-heaptrack.mrl"));
+        let out = record(&["-o", log.to_str().unwrap()], program, args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let ours = all_allocations(&log);
+        let (theirs, pool) = heaptrack_calls(program, args, name);
+        assert_eq!(pool, 1, "{name}: heaptrack's libstdc++ pool");
+        assert_eq!(theirs - pool, ours, "{name}: heaptrack counted {theirs}");
+    }
+}

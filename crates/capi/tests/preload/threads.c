@@ -4,14 +4,16 @@
  * `leak_n_blocks`. It counts its own calls to the malloc family and prints the tally:
  *   tally allocs=A reallocs=R frees=F leaked=N
  * (allocs: malloc, calloc and posix_memalign; reallocs: realloc of a block to a
- * non-zero size; frees: free of a block). Usage: threads [THREADS] [LEAKED]. */
+ * non-zero size; frees: free of a block).
+ * Usage: threads [THREADS] [LEAKED] [ITERATIONS] (4, 7, 2000: each iteration of each
+ * thread allocates 4 blocks, reallocates 1 and frees 4). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ITERATIONS 2000
+static int iterations = 2000;
 #define NOINLINE __attribute__((noinline))
 
 static atomic_long allocs, reallocs, frees;
@@ -70,7 +72,7 @@ static void hand_to_freer(void *p) {
 
 static void *worker(void *arg) {
     (void)arg;
-    for (int i = 0; i < ITERATIONS; i++) {
+    for (int i = 0; i < iterations; i++) {
         void *a = build_record(i);
         void *b = build_table(i);
         void *c = make_aligned(64 << (i % 4), 100 + (size_t)i % 300);
@@ -122,6 +124,7 @@ NOINLINE void leak_n_blocks(int n) {
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 4;
     int leak = argc > 2 ? atoi(argv[2]) : 7;
+    if (argc > 3) iterations = atoi(argv[3]);
     pthread_t ids[64], freer_id;
     if (threads < 1 || threads > 64) return 2;
     producers_left = threads;
