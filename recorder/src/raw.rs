@@ -72,6 +72,8 @@ pub fn realloc_end(ticket: u64, old: *mut u8, new: *mut u8, align: usize, new_si
 /// after every `atexit` handler and after the program's own destructors).
 pub fn start_from_env() -> bool {
     imp::EXIT_HOOK.store(false, std::sync::atomic::Ordering::Relaxed);
+    // A thread may allocate first from inside `pthread_getattr_np`, holding its lock.
+    imp::BOUNDS_FROM_MAPS.store(true, std::sync::atomic::Ordering::Relaxed);
     imp::untracked(imp::auto_start_once);
     imp::is_recording()
 }

@@ -6,7 +6,8 @@
 //! `capture_replay_log` records itself: it reads `MEMREPLAY_LOG` at its first allocation.
 //! Preloading it too would run two recorders into one log (its `Allocator` calls its own
 //! copy, and its `System` calls reach the preloaded `malloc`, the other copy), so for
-//! such a program (its file holds a line only the recorder has, [`RUST_RECORDER_MARK`])
+//! such a program (its file holds a line only the recorder has,
+//! [`RUST_RECORDER_MARK_REVERSED`])
 //! only the variables are set.
 //!
 //! Children: the preloaded recorder takes its variables and its `LD_PRELOAD` entry out
@@ -27,11 +28,18 @@ use std::path::{Path, PathBuf};
 use crate::args::RecordArgs;
 use crate::CliError;
 
-/// What the recorder's copy in a Rust program holds: the start of the line its
+/// What the recorder's copy in a Rust program holds, backwards: the start of the line its
 /// `auto_start_once` (`recorder/src/imp/mod.rs`, reached from every allocation) says when
 /// `MEMREPLAY_LOG` cannot be honoured. Only a build with `capture_replay_log` has it; a
-/// C program that merely reads the variable does not.
-const RUST_RECORDER_MARK: &[u8] = b"memreplay: MEMREPLAY_LOG is set but nothing is recorded";
+/// C program that merely reads the variable does not. Kept backwards so that `replay-cli`
+/// itself does not hold it.
+const RUST_RECORDER_MARK_REVERSED: &[u8] = b"dedrocer si gnihton tub tes si GOL_YALPERMEM :yalpermem";
+
+/// Whether `bytes` (a program's file) holds the recorder ([`RUST_RECORDER_MARK_REVERSED`]).
+fn holds_the_recorder(bytes: &[u8]) -> bool {
+    let mark: Vec<u8> = RUST_RECORDER_MARK_REVERSED.iter().rev().copied().collect();
+    bytes.windows(mark.len()).any(|w| w == mark.as_slice())
+}
 
 /// What kind of program `record` runs.
 #[derive(Debug, PartialEq, Eq)]
@@ -162,7 +170,7 @@ fn inspect(path: &Path) -> Result<Target, CliError> {
     if !matches!(u16_at(16), Some(2 | 3)) {
         return refuse("not an executable (an ELF object file or core dump?)");
     }
-    if bytes.windows(RUST_RECORDER_MARK.len()).any(|w| w == RUST_RECORDER_MARK) {
+    if holds_the_recorder(&bytes) {
         return Ok(Target::RecordsItself);
     }
     let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
@@ -234,9 +242,17 @@ mod tests {
     }
 
     #[test]
-    fn this_test_binary_records_itself_or_is_dynamic() {
-        // The test binary is a dynamically linked Rust program without the recorder.
+    fn only_the_recorder_holds_the_mark() {
+        // The test binary (this module's code included) is a dynamically linked Rust
+        // program without the recorder.
         let me = std::env::current_exe().unwrap();
         assert_eq!(inspect(&me).unwrap(), Target::Dynamic);
+        // The line as the recorder holds it (made here, or this binary would hold it).
+        let mut line = b"..".to_vec();
+        line.extend(RUST_RECORDER_MARK_REVERSED.iter().rev());
+        line.extend(b": ..");
+        assert!(holds_the_recorder(&line));
+        assert!(String::from_utf8_lossy(&line).contains("MEMREPLAY_LOG is set but nothing"));
+        assert!(!holds_the_recorder(b"MEMREPLAY_LOG\0"));
     }
 }

@@ -288,6 +288,57 @@ fn interposed_calls_behave_as_glibcs() {
     assert_eq!(held, [100, 300, 4096, 8192], "{stdout}");
 }
 
+/// Runs `cmd` for at most a minute: a hang is a failure, not a stuck test.
+fn output_within_a_minute(cmd: &mut Command) -> Output {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{cmd:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn threads_that_first_allocate_inside_pthread_getattr_np() {
+    let exe = build("getattr.c", "getattr", &["-O1"]);
+    let log = work_dir().join("getattr.mrl");
+    let _ = std::fs::remove_file(&log);
+    for capture in ["fp", "unwinder"] {
+        let out = output_within_a_minute(
+            Command::new(&exe)
+                .env("LD_PRELOAD", library())
+                .env("MEMREPLAY_LOG", &log)
+                .env("MEMREPLAY_OPTIONS", format!("unwind={capture}")),
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok 5\n");
+        let r = read_log(&log, &exe);
+        // The program's one malloc, whatever the C library allocated for itself.
+        assert_eq!(r.allocs, 1);
+    }
+}
+
+#[test]
+fn a_rust_program_without_the_recorder_is_recorded_through_malloc() {
+    // This test binary: Rust's runtime calls pthread_getattr_np on the main thread
+    // before `main` (its first allocation is the C library's `fopen` inside it).
+    let me = std::env::current_exe().unwrap();
+    let log = work_dir().join("rust.mrl");
+    let out = output_within_a_minute(
+        Command::new(&me).args(["--list", "--format", "terse"]).env("LD_PRELOAD", library()).env("MEMREPLAY_LOG", &log),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a_rust_program_without_the_recorder"));
+    let log = Log::open(&log).unwrap();
+    assert!(log.report.is_clean());
+    let allocs = log.blocks.iter().flat_map(|b| &b.events).filter(|e| matches!(e, Event::Alloc { .. })).count();
+    assert!(allocs > 10, "{allocs} allocations recorded");
+}
+
 #[test]
 fn a_dlopened_library_stays_out_of_the_way() {
     let exe = build("dlopen.c", "dlopen", &["-O1"]);

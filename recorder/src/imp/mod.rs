@@ -30,6 +30,7 @@ use crate::{Config, SessionStats, StackCapture, StartError};
 use buffer::{BufPtr, BufferPool};
 
 pub(crate) use stack::Anchor;
+pub(crate) use sys::BOUNDS_FROM_MAPS;
 pub(crate) use thread::{
     attach_pop, attach_push, budget, context_pop, display_size, domain_alloc, domain_free, frame_start, in_recorder,
     label, on_alloc, on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
