@@ -52,6 +52,12 @@
 //! `pthread_atfork` handler turns the interposer off in the child (its calls pass
 //! straight through, and its `exit` does not wait for the parent's writer).
 //!
+//! **Threads.** The recorder registers a thread at its first recorded allocation. With
+//! `malloc` interposed that may be the C library's own, made inside `pthread_getattr_np`
+//! while it holds the thread's lock (Rust's runtime calls it before `main`), so the
+//! thread's stack bounds come from `/proc/self/maps`, read without allocating, not from
+//! `pthread_getattr_np` (`memreplay::raw`).
+//!
 //! **Thread-local storage.** The recorder's thread-local state is in this shared object's
 //! TLS block, reached with `__tls_get_addr`. For a library loaded at start-up (preloaded
 //! or linked) glibc serves it from the static TLS area, set up before the first thread
