@@ -38,6 +38,10 @@ mod macros;
 #[doc(hidden)]
 pub mod imp;
 
+#[cfg(feature = "capture_replay_log")]
+#[doc(hidden)]
+pub mod raw;
+
 #[cfg(feature = "tracing-layer")]
 pub mod tracing_layer;
 

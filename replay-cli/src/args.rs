@@ -588,3 +588,80 @@ pub struct HtmlArgs {
     #[command(flatten)]
     pub symbols: SymbolArgs,
 }
+
+/// `--unwind`: how the recorder captures callstacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnwindArg {
+    /// Walk the frame pointers (fast; stacks stop at the first function built without them).
+    Fp,
+    /// The platform unwinder (slower; exact without frame pointers).
+    Unwinder,
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// `record`: the recorder's options, and the program to run.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The log to write (overwritten). Default: the program's name with `.mrl`, here.
+    #[arg(short, long, value_name = "LOG")]
+    pub output: Option<PathBuf>,
+    /// The library to preload. Default: $MEMREPLAY_PRELOAD, else `libmemreplay.so` next
+    /// to this executable (`cargo build -p memreplay-capi` puts it there).
+    #[arg(long, value_name = "PATH")]
+    pub preload: Option<PathBuf>,
+    /// Allocation callstacks (recorder option `callstacks`).
+    #[arg(long, value_name = "ON|OFF")]
+    pub stacks: Option<OnOff>,
+    /// Free callstacks, for `frees` (recorder option `free-callstacks`).
+    #[arg(long, value_name = "ON|OFF")]
+    pub free_stacks: Option<OnOff>,
+    /// No free callstacks (the recorder's default): `--free-stacks off`.
+    #[arg(long, conflicts_with = "free_stacks")]
+    pub no_free_stacks: bool,
+    /// Most frames a callstack keeps, 1 to 64 (recorder option `depth`).
+    #[arg(long, value_name = "N")]
+    pub depth: Option<u32>,
+    /// How callstacks are captured (recorder option `unwind`): `fp` needs the program
+    /// built with frame pointers (`-fno-omit-frame-pointer`), `unwinder` does not.
+    #[arg(long, value_name = "HOW")]
+    pub unwind: Option<UnwindArg>,
+    /// More recorder options, as in MEMREPLAY_OPTIONS (`key=value,...`), passed through
+    /// after those of the flags above.
+    #[arg(long, value_name = "OPTIONS")]
+    pub options: Option<String>,
+    /// The program and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+impl RecordArgs {
+    /// MEMREPLAY_OPTIONS for the flags.
+    pub fn recorder_options(&self) -> String {
+        let on = |v: OnOff| if v == OnOff::On { "on" } else { "off" };
+        let mut o = Vec::new();
+        if let Some(v) = self.stacks {
+            o.push(format!("callstacks={}", on(v)));
+        }
+        if self.no_free_stacks {
+            o.push("free-callstacks=off".to_owned());
+        } else if let Some(v) = self.free_stacks {
+            o.push(format!("free-callstacks={}", on(v)));
+        }
+        if let Some(d) = self.depth {
+            o.push(format!("depth={d}"));
+        }
+        if let Some(u) = self.unwind {
+            o.push(format!("unwind={}", if u == UnwindArg::Fp { "fp" } else { "unwinder" }));
+        }
+        if let Some(extra) = self.options.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            o.push(extra.to_owned());
+        }
+        o.join(",")
+    }
+}

@@ -5,9 +5,11 @@
 //! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
 //! a budget that cannot be read, options naming what the log does not have (a domain,
 //! thread, label or frame), and options the command does not take; 3 when `check` or
-//! `diff` reads a damaged log (`check`: unless the damage is allowed).
+//! `diff` reads a damaged log (`check`: unless the damage is allowed); `record` exits with
+//! its program's status (128 + N for signal N), or 2 before running it.
 
 mod args;
+mod record;
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -108,6 +110,12 @@ enum Command {
     /// a treemap and a sortable, filterable table of the context tree, leaks, top
     /// allocation sites and the summary. Loads nothing from the network.
     Report(HtmlArgs),
+    /// Runs a program and records its heap: `record [OPTIONS] -- PROGRAM ARGS...`. A C or
+    /// C++ program (dynamically linked, x86_64 Linux) gets libmemreplay.so preloaded; a
+    /// Rust program built with memreplay's `capture_replay_log` records itself. Exits with
+    /// the program's status (128 + N for signal N), 2 before running anything when the
+    /// program cannot be recorded (missing, not ELF, static) or the log cannot be written.
+    Record(args::RecordArgs),
 }
 
 /// Why a command failed: the report library's error, or what the command line itself
@@ -325,6 +333,7 @@ fn run(command: Command, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
             write_or_print(output, &bytes, out)
         }
         Command::Report(a) => write_html(&a, progress),
+        Command::Record(a) => record::run(&a),
     }
 }
 

@@ -29,10 +29,13 @@ use memreplay_format::DomainKind;
 use crate::{Config, SessionStats, StackCapture, StartError};
 use buffer::{BufPtr, BufferPool};
 
+pub(crate) use stack::Anchor;
+pub(crate) use sys::BOUNDS_FROM_MAPS;
 pub(crate) use thread::{
     attach_pop, attach_push, budget, context_pop, display_size, domain_alloc, domain_free, frame_start, in_recorder,
     label, on_alloc, on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
 };
+pub(crate) use thread::{record_alloc_at, record_free_at, record_realloc_at};
 // Called from the macros, expanded in the game's crate.
 pub use thread::{context_push, label_fmt};
 
@@ -202,9 +205,31 @@ pub(crate) fn stop() -> Option<SessionStats> {
     })
 }
 
+/// In the child of a `fork`: the session belongs to the parent, whose writer and encoder
+/// threads the child does not have. Recording stops here without a word to them (the
+/// child's hooks see no session, and `stop`, on `exit`, finds nothing to join). Called
+/// where the child runs alone (a `pthread_atfork` child handler); if the parent was
+/// inside `start` or `stop` at the fork, the lock is left as it is.
+pub(crate) fn forget_session_after_fork() {
+    SESSION.store(std::ptr::null_mut(), Ordering::Release);
+    if let Ok(mut control) = CONTROL.try_lock() {
+        // The handle names a thread of the parent: dropped without a join (a handle
+        // joins nothing when dropped).
+        let _ = control.take();
+    }
+}
+
+/// Whether `start` registers the `atexit` hook that stops the session. Off for a caller
+/// that stops the session itself, later in the exit (`libmemreplay`'s destructor, so that
+/// the program's own destructors are recorded).
+pub(crate) static EXIT_HOOK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 /// Stops the session when the process exits normally (main returned, `exit` called),
 /// so a log started from the environment is always complete.
 fn install_exit_hook() {
+    if !EXIT_HOOK.load(Ordering::Relaxed) {
+        return;
+    }
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         extern "C" fn at_exit() {

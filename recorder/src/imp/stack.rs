@@ -43,6 +43,13 @@ impl Anchor {
         }
         Anchor(sp)
     }
+
+    /// An anchor at a stack address the caller read itself: every frame whose record (or
+    /// stack pointer, for the unwinder) is at or below `sp` is left out, so the first
+    /// frame kept is the one whose frame record is the first at or above `sp`.
+    pub(crate) fn at(sp: usize) -> Anchor {
+        Anchor(sp)
+    }
 }
 
 /// Captures up to `max` return addresses into `out`, innermost first, starting at the

@@ -37,9 +37,21 @@ pub(crate) fn os_thread_name(buf: &mut [u8; 64]) -> usize {
     }
 }
 
+/// Whether `stack_bounds` reads `/proc/self/maps` itself instead of asking
+/// `pthread_getattr_np`. Set for the C library's interposed allocator (`crate::raw`): there
+/// a thread's first recorded allocation may come from inside `pthread_getattr_np` (which
+/// allocates while it holds the thread's lock: its `fopen` of `/proc/self/maps` on the
+/// main thread, its affinity buffer on others), and calling it again from the hook would
+/// wait for that lock forever.
+pub(crate) static BOUNDS_FROM_MAPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The calling thread's stack as (lowest, highest) address, or (0, 0) if unknown.
 /// On Linux's main thread this reads /proc/self/maps (through libc's malloc, not ours).
 pub(crate) fn stack_bounds() -> (usize, usize) {
+    #[cfg(target_os = "linux")]
+    if BOUNDS_FROM_MAPS.load(std::sync::atomic::Ordering::Relaxed) {
+        return stack_bounds_from_maps();
+    }
     #[cfg(target_os = "linux")]
     // SAFETY: `attr` is zeroed storage for pthread_getattr_np to fill, destroyed once it
     // did; the other calls only write the locals they are given.
@@ -62,6 +74,70 @@ pub(crate) fn stack_bounds() -> (usize, usize) {
     {
         (0, 0)
     }
+}
+
+/// The calling thread's stack from `/proc/self/maps`, read with plain system calls into a
+/// buffer on the stack (no allocation, no lock): the mapping that holds the stack pointer.
+/// Its low end is lowered by the stack size limit (the main thread's stack grows down into
+/// room not yet mapped).
+#[cfg(target_os = "linux")]
+fn stack_bounds_from_maps() -> (usize, usize) {
+    let probe = 0u8;
+    let sp = std::hint::black_box(&probe) as *const u8 as usize;
+    // SAFETY: opens a file by a NUL-terminated name; the descriptor is closed below.
+    let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return (0, 0);
+    }
+    let mut buf = [0u8; 4096];
+    let mut held = 0;
+    let mut found = None;
+    'read: loop {
+        // SAFETY: reads at most the free part of `buf` into it.
+        let n = unsafe { libc::read(fd, buf[held..].as_mut_ptr().cast(), buf.len() - held) };
+        if n <= 0 {
+            break;
+        }
+        held += n as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..held].iter().position(|&c| c == b'\n') {
+            if let Some((lo, hi)) = parse_range(&buf[start..start + nl]) {
+                if (lo..hi).contains(&sp) {
+                    found = Some((lo, hi));
+                    break 'read;
+                }
+            }
+            start += nl + 1;
+        }
+        // Keep the unfinished line (a line longer than the buffer is dropped).
+        buf.copy_within(start..held, 0);
+        held -= start;
+        if held == buf.len() {
+            held = 0;
+        }
+    }
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(fd) };
+    let Some((lo, hi)) = found else { return (0, 0) };
+    // SAFETY: getrlimit writes the struct it is given.
+    let limit = unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_STACK, &mut rl) == 0 && rl.rlim_cur != libc::RLIM_INFINITY {
+            rl.rlim_cur as usize
+        } else {
+            8 << 20
+        }
+    };
+    (lo.min(hi.saturating_sub(limit)), hi)
+}
+
+/// `start-end` at the head of a `/proc/self/maps` line.
+#[cfg(target_os = "linux")]
+fn parse_range(line: &[u8]) -> Option<(usize, usize)> {
+    let range = line.split(|&c| c == b' ').next()?;
+    let dash = range.iter().position(|&c| c == b'-')?;
+    let hex = |h: &[u8]| usize::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok();
+    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?))
 }
 
 /// Reads what the OS counts of the process's memory. Linux: `/proc/self/statm`, kept
@@ -205,6 +281,17 @@ impl<T: Send + 'static> RecorderThread<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_maps_give_this_threads_stack() {
+        let local = 0u8;
+        let here = &local as *const u8 as usize;
+        let (lo, hi) = stack_bounds_from_maps();
+        assert!(lo < here && here < hi, "{lo:#x}..{hi:#x} lacks {here:#x}");
+        let (plo, phi) = std::thread::spawn(stack_bounds_from_maps).join().unwrap();
+        assert!(plo < phi && !(plo..phi).contains(&here));
+        assert_eq!(parse_range(b"7ffd1000-7ffd3000 rw-p 00000000 00:00 0  [stack]"), Some((0x7ffd1000, 0x7ffd3000)));
+    }
 
     #[test]
     fn statm_lines_parse() {

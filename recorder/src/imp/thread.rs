@@ -390,7 +390,13 @@ pub(crate) fn on_alloc(p: *mut u8, layout: Layout) {
 /// into whatever called it, the allocator shim or, where the shim was inlined, the game.
 #[inline(never)]
 fn record_alloc(p: *mut u8, layout: Layout) {
-    let anchor = Anchor::here();
+    record_alloc_at(p, layout, Anchor::here());
+}
+
+/// `record_alloc` with the stack anchored by the caller (`crate::raw`: an interposed
+/// `malloc` whose own frame must not be the stack's first).
+#[inline(always)]
+pub(crate) fn record_alloc_at(p: *mut u8, layout: Layout, anchor: Anchor) {
     with_state(|st, s| {
         let seq = st.key_at(s, 0, p as u64);
         let mut w = st.reserve(1 + 8 + 8 + 8 + 1 + max_stack_bytes(s));
@@ -438,7 +444,12 @@ pub(crate) fn on_free(p: *mut u8) {
 
 #[inline(never)]
 fn record_free(p: *mut u8) {
-    let anchor = Anchor::here();
+    record_free_at(p, Anchor::here());
+}
+
+/// `record_free` with the stack anchored by the caller (`crate::raw`).
+#[inline(always)]
+pub(crate) fn record_free_at(p: *mut u8, anchor: Anchor) {
     with_state(|st, s| {
         let seq = st.key_at(s, 0, p as u64);
         let mut w = st.reserve(1 + 8 + 8 + max_stack_bytes(s));
@@ -477,7 +488,20 @@ pub(crate) fn realloc_end(free_seq: u64, old: *mut u8, new: *mut u8, align: usiz
 
 #[inline(never)]
 fn record_realloc(free_seq: u64, old: *mut u8, new: *mut u8, align: usize, new_size: usize) {
-    let anchor = Anchor::here();
+    record_realloc_at(free_seq, old, new, align, new_size, Anchor::here());
+}
+
+/// `record_realloc` with the stack anchored by the caller (`crate::raw`); `free_seq` is
+/// `realloc_begin`'s number, not 0.
+#[inline(always)]
+pub(crate) fn record_realloc_at(
+    free_seq: u64,
+    old: *mut u8,
+    new: *mut u8,
+    align: usize,
+    new_size: usize,
+    anchor: Anchor,
+) {
     with_state(|st, s| {
         let seq = st.key_at(s, 0, new as u64);
         let mut w = st.reserve(1 + 8 * 5 + 1 + max_stack_bytes(s));

@@ -11,5 +11,6 @@ mod cli;
 mod gpu;
 mod hostile;
 mod html;
+mod record;
 mod release_builds;
 mod reports;

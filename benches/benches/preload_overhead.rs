@@ -1,0 +1,142 @@
+//! Not a criterion bench: what recording costs a C program, against heaptrack. The
+//! threaded C program of the preload tests (`crates/capi/tests/preload/threads.c`, built
+//! with `cc -O2 -g -fno-omit-frame-pointer`: 4 threads, each iteration allocating 4
+//! blocks, reallocating 1 and freeing 4, some on another thread) runs, each in a fresh
+//! process, plain; with `libmemreplay.so` preloaded and `MEMREPLAY_LOG` set (what
+//! `replay-cli record` does) with frame-pointer stacks, with the unwinder, and with no
+//! stacks; and under `heaptrack` (its default: unwound stacks, its own interpreter
+//! process). Each setup runs `RUNS` times (interleaved); printed: the median wall time and
+//! CPU time (user + system of the process and what it waited for, from `wait4`) and their
+//! ratios to the plain run's, and the events per second recorded.
+//!
+//! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
+//! changes the work per thread, `-- --runs N` the runs). Builds the release
+//! `libmemreplay.so` first (`cargo build --release -p memreplay-capi`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const RUNS: usize = 5;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `target/release/`: this bench's executable is in its `deps/`.
+fn release_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+fn library() -> PathBuf {
+    let target = release_dir().parent().unwrap().to_path_buf();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--release", "-p", "memreplay-capi", "--target-dir"])
+        .arg(&target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo build --release -p memreplay-capi");
+    release_dir().join("libmemreplay.so")
+}
+
+fn program() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload/threads.c");
+    let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}", std::process::id()));
+    let status = Command::new("cc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(status.success());
+    out
+}
+
+/// Runs `cmd` to its end: (wall seconds, CPU seconds of it and its waited-for children).
+#[allow(clippy::zombie_processes)]
+fn measure(cmd: &mut Command) -> (f64, f64) {
+    let start = Instant::now();
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, filling `status` and `usage`.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let wall = start.elapsed().as_secs_f64();
+    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (wall, secs(usage.ru_utime) + secs(usage.ru_stime))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let iterations = arg("--iterations", 100_000);
+    let runs = arg("--runs", RUNS);
+    let lib = library();
+    let exe = program();
+    let dir = std::env::temp_dir();
+    let log = dir.join(format!("memreplay-preload-bench-{}.mrl", std::process::id()));
+    let heaptrack_out = dir.join(format!("memreplay-preload-bench-{}-heaptrack", std::process::id()));
+    let args = ["4".to_owned(), "7".to_owned(), iterations.to_string()];
+    // Events: 4 threads × iterations × (4 allocations + 1 realloc + 4 frees).
+    let events = 4.0 * iterations as f64 * 9.0;
+    let setups: [(&str, Option<&str>); 5] = [
+        ("plain", None),
+        ("memreplay, fp stacks", Some("unwind=fp")),
+        ("memreplay, unwinder stacks", Some("unwind=unwinder")),
+        ("memreplay, no stacks", Some("callstacks=off")),
+        ("heaptrack", None),
+    ];
+    let have_heaptrack = Command::new("heaptrack").arg("--version").output().is_ok();
+    let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); setups.len()];
+    for _ in 0..runs {
+        for (i, (name, options)) in setups.iter().enumerate() {
+            let mut cmd = if *name == "heaptrack" {
+                if !have_heaptrack {
+                    continue;
+                }
+                let mut c = Command::new("heaptrack");
+                c.arg("-o").arg(&heaptrack_out).arg(&exe);
+                c
+            } else {
+                Command::new(&exe)
+            };
+            cmd.args(&args);
+            if let Some(o) = options {
+                cmd.env("LD_PRELOAD", &lib).env("MEMREPLAY_LOG", &log).env("MEMREPLAY_OPTIONS", o);
+            }
+            let (wall, cpu) = measure(&mut cmd);
+            figures[i].0.push(wall);
+            figures[i].1.push(cpu);
+        }
+    }
+    println!(
+        "preload_overhead: threads.c, 4 threads x {iterations} iterations ({:.1} M heap events), median of {runs}",
+        events / 1e6
+    );
+    println!("{:<28} {:>9} {:>7} {:>9} {:>7} {:>12}", "setup", "wall s", "x", "CPU s", "x", "M events/s");
+    let (mut w0, mut c0) = figures[0].clone();
+    let (w0, c0) = (median(&mut w0), median(&mut c0));
+    for (i, (name, _)) in setups.iter().enumerate() {
+        let (mut w, mut c) = figures[i].clone();
+        if w.is_empty() {
+            println!("{name:<28} (not installed)");
+            continue;
+        }
+        let (w, c) = (median(&mut w), median(&mut c));
+        println!("{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2}", w / w0, c / c0, events / w / 1e6);
+    }
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(heaptrack_out.with_extension("zst"));
+    let mut zst = heaptrack_out.into_os_string();
+    zst.push(".zst");
+    let _ = std::fs::remove_file(zst);
+    let _ = std::fs::remove_file(exe);
+}

@@ -1,0 +1,352 @@
+//! `libmemreplay.so` preloaded into C and C++ programs (`crates/capi/src/preload.rs`):
+//! the programs in `tests/preload/` are built with the system's `cc`, run with
+//! `LD_PRELOAD` and `MEMREPLAY_LOG`, and their logs read back with `memreplay-format`.
+//!
+//! The programs count their own calls to the allocator. A call made by the program's own
+//! code is recorded with a callstack whose first frame lies in the program's executable
+//! (the interposer anchors the stack at the program's call into `malloc`), so the log's
+//! events whose first frame is in the executable must match the tally exactly, beside
+//! what the C library and the loader allocate for themselves.
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use memreplay_format::{merge_by_seq, Event, Log, Part};
+
+/// `target/<profile>/`, where cargo put `libmemreplay.so` before running this test.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps").to_path_buf()
+}
+
+/// `libmemreplay.so`, built up to date (cargo does not build a `cdylib`-only package's
+/// library before its integration tests).
+fn library() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let release = target_dir().file_name().is_some_and(|n| n == "release");
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args(["build", "--quiet", "-p", "memreplay-capi"]);
+            if release {
+                cargo.arg("--release");
+            }
+            let status = cargo.current_dir(env!("CARGO_MANIFEST_DIR")).status().expect("run cargo");
+            assert!(status.success(), "cargo build -p memreplay-capi failed");
+            let lib = target_dir().join("libmemreplay.so");
+            assert!(lib.is_file(), "{} is missing", lib.display());
+            lib
+        })
+        .clone()
+}
+
+fn work_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("preload");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds `tests/preload/<source>` into `<name>` with `flags` (once per test process).
+fn build(source: &str, name: &str, flags: &[&str]) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload").join(source);
+    let out = work_dir().join(name);
+    let compiler = if source.ends_with(".cpp") { "c++" } else { "cc" };
+    let status = Command::new(compiler)
+        .args(flags)
+        .args(["-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(status.success(), "{compiler} failed on {}", src.display());
+    built.insert(name.into(), out.clone());
+    out
+}
+
+/// Runs `program args` preloaded, recording into `log` with `options`.
+fn record(program: &Path, args: &[&str], log: &Path, options: &str) -> Output {
+    let _ = std::fs::remove_file(log);
+    Command::new(program)
+        .args(args)
+        .env("LD_PRELOAD", library())
+        .env("MEMREPLAY_LOG", log)
+        .env("MEMREPLAY_OPTIONS", options)
+        .output()
+        .expect("run the program")
+}
+
+/// The numbers after `key=` on the program's `tally` line.
+fn tally(text: &str, key: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with("tally ")).unwrap_or_else(|| panic!("no tally in {text:?}"));
+    let field = line.split(' ').find_map(|f| f.strip_prefix(&format!("{key}="))).expect("tally field");
+    field.parse().unwrap()
+}
+
+/// A log read back: where each event's first frame lies.
+struct Recorded {
+    /// Allocations, reallocs and frees whose first frame is in the executable.
+    allocs: u64,
+    reallocs: u64,
+    frees: u64,
+    /// Every allocation and realloc, wherever its first frame is.
+    all_allocs: u64,
+    /// Blocks live at the end of the log: (size, first frame as an address in the
+    /// executable's file, if it is there).
+    live: Vec<(u64, Option<u64>)>,
+    pid: u64,
+    lost: u64,
+}
+
+fn read_log(log: &Path, exe: &Path) -> Recorded {
+    let log = Log::open(log).unwrap_or_else(|e| panic!("read {}: {e:?}", log.display()));
+    assert!(log.report.is_clean(), "damaged log: {:?}", log.report);
+    let mut strings = HashMap::new();
+    let mut stacks: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut modules = Vec::new();
+    let mut lost = 0;
+    for b in &log.blocks {
+        for e in &b.events {
+            match e {
+                Event::DefineString { id, text } => {
+                    strings.insert(*id, text.clone());
+                }
+                Event::DefineStack { id, frames } => {
+                    stacks.insert(*id, frames.clone());
+                }
+                Event::Module { base, size, load_bias, path, .. } => modules.push((*base, *size, *load_bias, *path)),
+                Event::Lost { events, .. } => lost += events,
+                _ => {}
+            }
+        }
+    }
+    let exe = std::fs::canonicalize(exe).unwrap();
+    let (base, size, bias) = modules
+        .iter()
+        .find(|m| strings.get(&m.3).is_some_and(|p| Path::new(p) == exe))
+        .map(|m| (m.0, m.1, m.2))
+        .expect("the executable in the module map");
+    // The first frame, as an address of the executable's file (a return address).
+    let first = |stack: u32| -> Option<u64> {
+        let f = *stacks.get(&stack)?.first()?;
+        (base..base + size).contains(&f).then(|| f - bias)
+    };
+    let mut r =
+        Recorded { allocs: 0, reallocs: 0, frees: 0, all_allocs: 0, live: Vec::new(), pid: log.header.pid, lost };
+    let mut live: HashMap<u64, (u64, u32)> = HashMap::new();
+    for te in merge_by_seq(&log.blocks) {
+        match (te.event, te.part) {
+            (Event::Alloc { domain: 0, addr, size, stack, .. }, _) => {
+                r.all_allocs += 1;
+                r.allocs += first(*stack).is_some() as u64;
+                live.insert(*addr, (*size, *stack));
+            }
+            (Event::Free { domain: 0, addr, stack, .. }, _) => {
+                r.frees += first(*stack).is_some() as u64;
+                live.remove(addr);
+            }
+            (Event::Realloc { old_addr, .. }, Part::ReallocFree) => {
+                live.remove(old_addr);
+            }
+            (Event::Realloc { new_addr, new_size, stack, .. }, Part::ReallocAlloc) => {
+                r.all_allocs += 1;
+                r.reallocs += first(*stack).is_some() as u64;
+                live.insert(*new_addr, (*new_size, *stack));
+            }
+            _ => {}
+        }
+    }
+    r.live = live.values().map(|&(size, stack)| (size, first(stack))).collect();
+    r
+}
+
+/// The address range of function `name` in `exe`'s symbol table.
+fn function_range(exe: &Path, name: &str) -> std::ops::Range<u64> {
+    let out = Command::new("nm").arg("-S").arg(exe).output().expect("run nm");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name} not in nm"));
+    let mut f = line.split_whitespace();
+    let start = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
+    let len = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
+    start..start + len
+}
+
+/// Runs the threaded program `runs` times and holds each log to its tally.
+fn check_threads(name: &str, flags: &[&str], options: &str) {
+    let exe = build("threads.c", name, flags);
+    let leak_fn = function_range(&exe, "leak_n_blocks");
+    for run in 0..20 {
+        let threads = 2 + run % 4;
+        let leaked = 3 + run % 5;
+        let log = work_dir().join(format!("{name}.mrl"));
+        let out = record(&exe, &[&threads.to_string(), &leaked.to_string()], &log, options);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "run {run}: {:?}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        let r = read_log(&log, &exe);
+        let what = format!("{name}, run {run} ({threads} threads): {stdout}");
+        assert_eq!(r.lost, 0, "{what}");
+        assert_eq!(r.allocs, tally(&stdout, "allocs"), "allocations from the program, {what}");
+        assert_eq!(r.reallocs, tally(&stdout, "reallocs"), "reallocs from the program, {what}");
+        assert_eq!(r.frees, tally(&stdout, "frees"), "frees from the program, {what}");
+        assert!(r.all_allocs > r.allocs + r.reallocs, "the C library's own allocations are recorded too, {what}");
+        // What the program still holds: the leak, every block from `leak_n_blocks`.
+        let held: Vec<_> = r.live.iter().filter_map(|&(size, f)| Some((size, f?))).collect();
+        assert_eq!(held.len() as u64, leaked as u64, "blocks the program leaked, {what}: {held:x?}");
+        for (size, f) in held {
+            assert_eq!(size, 4242, "{what}");
+            // A return address: the call is just before it.
+            assert!(leak_fn.contains(&(f - 1)), "first frame {f:#x} outside leak_n_blocks {leak_fn:x?}, {what}");
+        }
+    }
+}
+
+#[test]
+fn threads_with_frame_pointers() {
+    check_threads("threads-fp", &["-O2", "-fno-omit-frame-pointer"], "free-callstacks=on,unwind=fp");
+}
+
+#[test]
+fn threads_without_frame_pointers_through_the_unwinder() {
+    check_threads("threads-nofp", &["-O2", "-fomit-frame-pointer"], "free-callstacks=on,unwind=unwinder");
+}
+
+#[test]
+fn cpp_objects_are_recorded_whole() {
+    let exe = build("objects.cpp", "objects", &["-O2"]);
+    let log = work_dir().join("objects.mrl");
+    let out = record(&exe, &[], &log, "free-callstacks=on");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(tally(&stdout, "news"), 1000, "{stdout}");
+    assert!(stdout.contains("checksum=68390"), "{stdout}");
+    let r = read_log(&log, &exe);
+    // Each node: the Node (new), its name's buffer, and its values' buffer when it has
+    // values (i % 50 > 0: 980 of them), reallocated as it grows; the vector of nodes too.
+    // `new` goes through libstdc++, so the first frame is `operator new`, not the
+    // program: count what is live instead: everything was deleted.
+    let big = r.live.iter().filter(|(size, _)| *size > 64 * 1024).count();
+    assert_eq!(big, 0, "{:?}", r.live);
+    assert!(r.all_allocs >= 1000 + 1000 + 980, "{} allocations", r.all_allocs);
+    let node_sized = r.live.iter().filter(|(size, _)| *size == 56).count();
+    assert_eq!(node_sized, 0, "no Node is left: {:?}", r.live);
+}
+
+#[test]
+fn constructors_atexit_and_destructors_are_recorded() {
+    let exe = build("lifecycle.c", "lifecycle", &["-O2"]);
+    for mode in ["plain", "fork", "exec"] {
+        let log = work_dir().join(format!("lifecycle-{mode}.mrl"));
+        let out = record(&exe, &[mode], &log, "");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{mode}: {out:?}");
+        let r = read_log(&log, &exe);
+        // The parent's tally is the last line (a child of fork prints its own first).
+        let last = stderr.lines().rfind(|l| l.starts_with("tally ")).unwrap();
+        assert_eq!(r.pid, out_pid_guard(&r), "{mode}");
+        assert_eq!(r.allocs, tally(last, "allocs"), "{mode}: {stderr}");
+        assert_eq!(r.frees, 0, "{mode}: no free callstacks asked");
+        // The four kept blocks, from the constructor, main, the atexit handler and the
+        // destructor: nothing of the child's 100,000 blocks, nor of the exec'd program.
+        let mut kept: Vec<u64> = r.live.iter().filter(|(_, f)| f.is_some()).map(|(s, _)| *s).collect();
+        kept.sort();
+        assert_eq!(kept, [1000, 2000, 3000, 4000], "{mode}");
+        assert!(r.all_allocs < 1000, "{mode}: {} allocations: a child was recorded", r.all_allocs);
+    }
+}
+
+/// The log's pid is the recorded process's (a sanity check that the header is there).
+fn out_pid_guard(r: &Recorded) -> u64 {
+    assert!(r.pid > 1);
+    r.pid
+}
+
+#[test]
+fn interposed_calls_behave_as_glibcs() {
+    // A program that calls every entry point with good and bad arguments.
+    let exe = build("calls.c", "calls", &["-O0", "-fno-builtin"]);
+    let log = work_dir().join("calls.mrl");
+    let plain = Command::new(&exe).output().unwrap();
+    let out = record(&exe, &[], &log, "");
+    assert!(plain.status.success(), "{plain:?}");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&plain.stdout));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let r = read_log(&log, &exe);
+    assert_eq!(r.allocs, tally(&stdout, "allocs"), "{stdout}");
+    assert_eq!(r.reallocs, tally(&stdout, "reallocs"), "{stdout}");
+    let mut held: Vec<u64> = r.live.iter().filter(|(_, f)| f.is_some()).map(|(s, _)| *s).collect();
+    held.sort();
+    // Kept on purpose: a valloc'd block (4 KiB asked), a pvalloc'd one (5000 bytes asked:
+    // two pages), an aligned_alloc'd one and a memalign'd one.
+    assert_eq!(held, [100, 300, 4096, 8192], "{stdout}");
+}
+
+/// Runs `cmd` for at most a minute: a hang is a failure, not a stuck test.
+fn output_within_a_minute(cmd: &mut Command) -> Output {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{cmd:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn threads_that_first_allocate_inside_pthread_getattr_np() {
+    let exe = build("getattr.c", "getattr", &["-O1"]);
+    let log = work_dir().join("getattr.mrl");
+    let _ = std::fs::remove_file(&log);
+    for capture in ["fp", "unwinder"] {
+        let out = output_within_a_minute(
+            Command::new(&exe)
+                .env("LD_PRELOAD", library())
+                .env("MEMREPLAY_LOG", &log)
+                .env("MEMREPLAY_OPTIONS", format!("unwind={capture}")),
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok 5\n");
+        let r = read_log(&log, &exe);
+        // The program's one malloc, whatever the C library allocated for itself.
+        assert_eq!(r.allocs, 1);
+    }
+}
+
+#[test]
+fn a_rust_program_without_the_recorder_is_recorded_through_malloc() {
+    // This test binary: Rust's runtime calls pthread_getattr_np on the main thread
+    // before `main` (its first allocation is the C library's `fopen` inside it).
+    let me = std::env::current_exe().unwrap();
+    let log = work_dir().join("rust.mrl");
+    let out = output_within_a_minute(
+        Command::new(&me).args(["--list", "--format", "terse"]).env("LD_PRELOAD", library()).env("MEMREPLAY_LOG", &log),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a_rust_program_without_the_recorder"));
+    let log = Log::open(&log).unwrap();
+    assert!(log.report.is_clean());
+    let allocs = log.blocks.iter().flat_map(|b| &b.events).filter(|e| matches!(e, Event::Alloc { .. })).count();
+    assert!(allocs > 10, "{allocs} allocations recorded");
+}
+
+#[test]
+fn a_dlopened_library_stays_out_of_the_way() {
+    let exe = build("dlopen.c", "dlopen", &["-O1"]);
+    let log = work_dir().join("dlopen.mrl");
+    let _ = std::fs::remove_file(&log);
+    let out = Command::new(&exe).arg(library()).env("MEMREPLAY_LOG", &log).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    // Off for good: no session started from MEMREPLAY_LOG.
+    assert!(!log.exists(), "a dlopened libmemreplay started recording");
+}

@@ -1,0 +1,258 @@
+//! `replay-cli record [OPTIONS] -- PROGRAM ARGS...`: runs a program under the recorder.
+//!
+//! A C or C++ program (any dynamically linked program) runs with `libmemreplay.so`
+//! preloaded (`LD_PRELOAD`), which records the C library's `malloc` family into
+//! `MEMREPLAY_LOG` (`crates/capi/src/preload.rs`). A Rust program built with memreplay's
+//! `capture_replay_log` records itself: it reads `MEMREPLAY_LOG` at its first allocation.
+//! Preloading it too would run two recorders into one log (its `Allocator` calls its own
+//! copy, and its `System` calls reach the preloaded `malloc`, the other copy), so for
+//! such a program (its file holds a line only the recorder has,
+//! [`RUST_RECORDER_MARK_REVERSED`])
+//! only the variables are set.
+//!
+//! Children: the preloaded recorder takes its variables and its `LD_PRELOAD` entry out
+//! of the environment once started, so what the program executes is not recorded, and a
+//! child of `fork` records nothing. One log, of the program itself.
+//!
+//! Everything that can be checked is checked before the program runs (exit status 2):
+//! the program exists and is an ELF executable for this machine with a program
+//! interpreter (a static executable cannot be preloaded), the library is found, the log
+//! can be created. Then the program's exit status is passed through; a program killed by
+//! signal N exits 128 + N, as shells say.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+
+use crate::args::RecordArgs;
+use crate::CliError;
+
+/// What the recorder's copy in a Rust program holds, backwards: the start of the line its
+/// `auto_start_once` (`recorder/src/imp/mod.rs`, reached from every allocation) says when
+/// `MEMREPLAY_LOG` cannot be honoured. Only a build with `capture_replay_log` has it; a
+/// C program that merely reads the variable does not. Kept backwards so that `replay-cli`
+/// itself does not hold it.
+const RUST_RECORDER_MARK_REVERSED: &[u8] = b"dedrocer si gnihton tub tes si GOL_YALPERMEM :yalpermem";
+
+/// Whether `bytes` (a program's file) holds the recorder ([`RUST_RECORDER_MARK_REVERSED`]).
+fn holds_the_recorder(bytes: &[u8]) -> bool {
+    let mark: Vec<u8> = RUST_RECORDER_MARK_REVERSED.iter().rev().copied().collect();
+    bytes.windows(mark.len()).any(|w| w == mark.as_slice())
+}
+
+/// What kind of program `record` runs.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// Dynamically linked: the library is preloaded.
+    Dynamic,
+    /// A Rust program with its own recorder: only the variables are set.
+    RecordsItself,
+}
+
+/// Runs `record`; returns the program's exit status.
+pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
+    let usage = CliError::Usage;
+    let (program, args) = a.command.split_first().ok_or_else(|| usage("record: no program to run".into()))?;
+    let path = find_program(program)?;
+    let target = inspect(&path)?;
+    let preload = match target {
+        Target::Dynamic => Some(find_library(a.preload.as_deref())?),
+        Target::RecordsItself => None,
+    };
+    let output = match &a.output {
+        Some(o) => o.clone(),
+        None => {
+            let mut name = path.file_name().unwrap_or(OsStr::new("program")).to_os_string();
+            name.push(".mrl");
+            PathBuf::from(name)
+        }
+    };
+    if output.is_dir() {
+        return Err(usage(format!("record: cannot write {}: it is a directory", output.display())));
+    }
+    std::fs::File::create(&output).map_err(|e| usage(format!("record: cannot write {}: {e}", output.display())))?;
+    // The log's path as the program sees it, whatever directory it changes to.
+    let output = std::fs::canonicalize(&output).unwrap_or(output);
+    let options = a.recorder_options();
+
+    let mut cmd = std::process::Command::new(&path);
+    cmd.arg0(program).args(args).env("MEMREPLAY_LOG", &output);
+    if options.is_empty() {
+        cmd.env_remove("MEMREPLAY_OPTIONS");
+    } else {
+        cmd.env("MEMREPLAY_OPTIONS", &options);
+    }
+    match &preload {
+        Some(lib) => {
+            // Ahead of whatever the caller preloads already.
+            let mut list = lib.as_os_str().to_os_string();
+            if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+                list.push(":");
+                list.push(old);
+            }
+            cmd.env("LD_PRELOAD", list);
+        }
+        None => eprintln!(
+            "replay-cli: {} records itself (built with memreplay's capture_replay_log): not preloading",
+            path.display()
+        ),
+    }
+    // While the program runs, Ctrl-C and SIGTERM are for it (its recorder ends the log
+    // and re-raises them): this process waits and reports what became of it.
+    let ignored = ignore_signals();
+    // SAFETY: the closure runs in the child between fork and exec, and only calls
+    // `signal`, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let status = cmd.status();
+    restore_signals(ignored);
+    let status = status.map_err(|e| usage(format!("cannot run {}: {e}", path.display())))?;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.saturating_add(sig as u8),
+        (None, None) => 1,
+    };
+    match std::fs::metadata(&output) {
+        Ok(m) if m.len() > 0 => {
+            eprintln!("replay-cli: recorded {} into {} ({} bytes)", path.display(), output.display(), m.len())
+        }
+        _ => eprintln!(
+            "replay-cli: warning: {} is empty: the program recorded nothing (it may have ended before its \
+             first allocation, or not read MEMREPLAY_LOG)",
+            output.display()
+        ),
+    }
+    Ok(code)
+}
+
+/// `program` as a path: itself if it names a directory part, else found in `PATH`.
+fn find_program(program: &OsStr) -> Result<PathBuf, CliError> {
+    let not_found = || CliError::Usage(format!("record: {}: no such program", Path::new(program).display()));
+    if program.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(program);
+        return if p.is_file() { Ok(p) } else { Err(not_found()) };
+    }
+    let paths = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt as _;
+            p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(not_found)
+}
+
+/// Reads `path`'s ELF header and program headers: a dynamically linked x86_64 executable,
+/// or a Rust program with its own recorder; anything else is refused with the reason.
+fn inspect(path: &Path) -> Result<Target, CliError> {
+    let name = path.display();
+    let bytes = std::fs::read(path).map_err(|e| CliError::Usage(format!("record: cannot read {name}: {e}")))?;
+    let refuse = |why: &str| Err(CliError::Usage(format!("record: {name}: {why}")));
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
+        return refuse("not an ELF executable (for a script, record the program it runs)");
+    }
+    if bytes[4] != 2 || bytes[5] != 1 {
+        return refuse("not a 64-bit little-endian ELF file");
+    }
+    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
+    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+    const EM_X86_64: u16 = 62;
+    if u16_at(18) != Some(EM_X86_64) || !cfg!(target_arch = "x86_64") {
+        return refuse("not an x86_64 program: libmemreplay records x86_64 Linux programs only");
+    }
+    if !matches!(u16_at(16), Some(2 | 3)) {
+        return refuse("not an executable (an ELF object file or core dump?)");
+    }
+    if holds_the_recorder(&bytes) {
+        return Ok(Target::RecordsItself);
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
+        return refuse("a damaged ELF header");
+    };
+    const PT_INTERP: u32 = 3;
+    let has_interp = (0..phnum as usize)
+        .filter_map(|i| (phoff as usize).checked_add(i * phentsize as usize))
+        .any(|o| u32_at(o) == Some(PT_INTERP));
+    if !has_interp {
+        return refuse(
+            "statically linked (no program interpreter): the dynamic loader never runs, so no library can be \
+             preloaded into it; link it dynamically, or build it with memreplay's C API",
+        );
+    }
+    Ok(Target::Dynamic)
+}
+
+/// The library to preload: `--preload`, else `MEMREPLAY_PRELOAD`, else next to this
+/// executable.
+fn find_library(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    let chosen = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("MEMREPLAY_PRELOAD").map(PathBuf::from));
+    if let Some(lib) = chosen {
+        return match std::fs::canonicalize(&lib) {
+            Ok(p) if p.is_file() => Ok(p),
+            _ => Err(CliError::Usage(format!("record: the library to preload, {}, does not exist", lib.display()))),
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| CliError::Usage(format!("record: where am I? {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    // `target/<profile>/deps/` for a test binary: the library is one up.
+    for d in [dir, dir.parent().unwrap_or(dir)] {
+        let lib = d.join("libmemreplay.so");
+        if lib.is_file() {
+            return Ok(lib);
+        }
+    }
+    Err(CliError::Usage(format!(
+        "record: libmemreplay.so is not next to {} (build it with `cargo build -p memreplay-capi`, with \
+         --release for a release replay-cli), and neither --preload nor MEMREPLAY_PRELOAD names it",
+        exe.display()
+    )))
+}
+
+/// Previous dispositions of SIGINT and SIGTERM.
+type Saved = [libc::sighandler_t; 2];
+
+fn ignore_signals() -> Saved {
+    // SAFETY: sets the dispositions of two signals of this process to "ignore".
+    unsafe { [libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGTERM, libc::SIG_IGN)] }
+}
+
+fn restore_signals(saved: Saved) {
+    // SAFETY: puts back the dispositions `ignore_signals` returned.
+    unsafe {
+        libc::signal(libc::SIGINT, saved[0]);
+        libc::signal(libc::SIGTERM, saved[1]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_says_how_to_build_it() {
+        let e = find_library(Some(Path::new("/nonexistent/libmemreplay.so"))).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn only_the_recorder_holds_the_mark() {
+        // The test binary (this module's code included) is a dynamically linked Rust
+        // program without the recorder.
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(inspect(&me).unwrap(), Target::Dynamic);
+        // The line as the recorder holds it (made here, or this binary would hold it).
+        let mut line = b"..".to_vec();
+        line.extend(RUST_RECORDER_MARK_REVERSED.iter().rev());
+        line.extend(b": ..");
+        assert!(holds_the_recorder(&line));
+        assert!(String::from_utf8_lossy(&line).contains("MEMREPLAY_LOG is set but nothing"));
+        assert!(!holds_the_recorder(b"MEMREPLAY_LOG\0"));
+    }
+}

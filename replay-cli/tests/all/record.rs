@@ -1,0 +1,321 @@
+//! `replay-cli record -- PROGRAM`, through the binary: C programs (the sources of
+//! `crates/capi/tests/preload/`, built with the system's `cc`) recorded with
+//! `libmemreplay.so` preloaded, their logs read back with `memreplay-format` and with
+//! `leaks --json`; the refusals before anything runs; the exit status passed through;
+//! the rule for programs that record themselves.
+#![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use memreplay_format::{merge_by_seq, Event, Log, Part};
+use serde_json::Value;
+
+use crate::common::{replay_cli, stderr, stdout, temp_in};
+
+fn dir() -> PathBuf {
+    let d = temp_in("record", "");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Builds `libmemreplay.so` next to `replay-cli` (once per test process).
+fn library() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cli = PathBuf::from(env!("CARGO_BIN_EXE_replay-cli"));
+            let release = cli.parent().and_then(Path::file_name).is_some_and(|n| n == "release");
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args(["build", "--quiet", "-p", "memreplay-capi"]);
+            if release {
+                cargo.arg("--release");
+            }
+            assert!(cargo.status().expect("run cargo").success(), "cargo build -p memreplay-capi");
+            let lib = cli.with_file_name("libmemreplay.so");
+            assert!(lib.is_file(), "{} missing", lib.display());
+            lib
+        })
+        .clone()
+}
+
+/// Builds `crates/capi/tests/preload/<source>` with `flags` into `<name>`.
+fn build(source: &str, name: &str, flags: &[&str]) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload").join(source);
+    let out = dir().join(name);
+    let status = Command::new("cc").args(flags).args(["-g", "-pthread", "-o"]).arg(&out).arg(&src).status();
+    assert!(status.expect("run cc").success(), "cc failed on {}", src.display());
+    built.insert(name.into(), out.clone());
+    out
+}
+
+/// `replay-cli record ARGS -- PROGRAM PROGRAM_ARGS`, with the library built.
+fn record(args: &[&str], program: &Path, program_args: &[&str]) -> Output {
+    library();
+    replay_cli().arg("record").args(args).arg("--").arg(program).args(program_args).output().expect("run replay-cli")
+}
+
+/// The number after `key=` on the `tally` line.
+fn tally(text: &str, key: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with("tally ")).unwrap_or_else(|| panic!("no tally: {text:?}"));
+    line.split(' ').find_map(|f| f.strip_prefix(&format!("{key}="))).unwrap().parse().unwrap()
+}
+
+/// Allocations (with reallocs) and frees whose first frame is in `exe`.
+fn program_events(log: &Path, exe: &Path) -> (u64, u64) {
+    let log = Log::open(log).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    let events = || log.blocks.iter().flat_map(|b| b.events.iter());
+    let strings: HashMap<_, _> = events()
+        .filter_map(|e| match e {
+            Event::DefineString { id, text } => Some((*id, text.clone())),
+            _ => None,
+        })
+        .collect();
+    let stacks: HashMap<_, _> = events()
+        .filter_map(|e| match e {
+            Event::DefineStack { id, frames } => Some((*id, frames.first().copied())),
+            _ => None,
+        })
+        .collect();
+    let exe = std::fs::canonicalize(exe).unwrap();
+    let (base, size) = events()
+        .find_map(|e| match e {
+            Event::Module { base, size, path, .. } if strings.get(path).is_some_and(|p| Path::new(p) == exe) => {
+                Some((*base, *size))
+            }
+            _ => None,
+        })
+        .expect("the program in the module map");
+    let mine = |stack: &u32| stacks.get(stack).copied().flatten().is_some_and(|f| (base..base + size).contains(&f));
+    let (mut allocs, mut frees) = (0, 0);
+    for te in merge_by_seq(&log.blocks) {
+        match (te.event, te.part) {
+            (Event::Alloc { stack, .. }, _) | (Event::Realloc { stack, .. }, Part::ReallocAlloc) => {
+                allocs += mine(stack) as u64
+            }
+            (Event::Free { stack, .. }, _) => frees += mine(stack) as u64,
+            _ => {}
+        }
+    }
+    (allocs, frees)
+}
+
+/// `leaks --json`: (function, count) of each allocation site live at the end.
+fn leak_sites(log: &Path) -> Vec<(String, u64)> {
+    let out = replay_cli().args(["leaks", "--json"]).arg(log).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut sites = Vec::new();
+    for d in v["domains"].as_array().unwrap() {
+        for c in d["contexts"].as_array().unwrap() {
+            for s in c["sites"].as_array().unwrap() {
+                let f = s["site"]["function"].as_str().unwrap_or("?").to_owned();
+                sites.push((f, s["count"].as_u64().unwrap()));
+            }
+        }
+    }
+    sites
+}
+
+fn check_threads(name: &str, flags: &[&str], record_flags: &[&str], runs: usize) {
+    let exe = build("threads.c", name, flags);
+    for run in 0..runs {
+        let (threads, leaked) = (2 + run % 3, 3 + run % 6);
+        let log = dir().join(format!("{name}.mrl"));
+        let mut args = vec!["-o", log.to_str().unwrap(), "--free-stacks", "on"];
+        args.extend_from_slice(record_flags);
+        let out = record(&args, &exe, &[&threads.to_string(), &leaked.to_string()]);
+        let what = format!("{name} run {run}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(0), "{what}");
+        let text = stdout(&out);
+        let (allocs, frees) = program_events(&log, &exe);
+        assert_eq!(allocs, tally(&text, "allocs") + tally(&text, "reallocs"), "{what}");
+        assert_eq!(frees, tally(&text, "frees"), "{what}");
+        let sites = leak_sites(&log);
+        let from_leak: u64 = sites.iter().filter(|(f, _)| f == "leak_n_blocks").map(|(_, n)| n).sum();
+        assert_eq!(from_leak, leaked as u64, "{what}: {sites:?}");
+    }
+}
+
+#[test]
+fn threads_with_frame_pointers_leak_from_leak_n_blocks() {
+    check_threads("threads-fp", &["-O2", "-fno-omit-frame-pointer"], &["--unwind", "fp"], 20);
+}
+
+#[test]
+fn threads_without_frame_pointers_through_the_unwinder() {
+    check_threads("threads-nofp", &["-O2"], &["--unwind", "unwinder", "--depth", "32"], 20);
+}
+
+#[test]
+fn the_exit_status_is_passed_through() {
+    let exe = build("exit_with.c", "exit_with", &["-O1"]);
+    let log = dir().join("exit.mrl");
+    let o = log.to_str().unwrap();
+    assert_eq!(record(&["-o", o], &exe, &["exit", "3"]).status.code(), Some(3));
+    assert_eq!(record(&["-o", o], &exe, &[]).status.code(), Some(0));
+    let aborted = record(&["-o", o], &exe, &["abort"]);
+    assert_eq!(aborted.status.code(), Some(128 + 6), "{}", stderr(&aborted));
+}
+
+#[test]
+fn the_default_log_is_named_after_the_program() {
+    let exe = build("exit_with.c", "exit_with", &["-O1"]);
+    let cwd = dir().join("default-name");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let _ = std::fs::remove_file(cwd.join("exit_with.mrl"));
+    library();
+    let out = replay_cli().current_dir(&cwd).arg("record").arg("--").arg(&exe).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = Log::open(cwd.join("exit_with.mrl")).unwrap();
+    assert!(log.report.is_clean());
+    let allocs = log.blocks.iter().flat_map(|b| &b.events).filter(|e| matches!(e, Event::Alloc { .. })).count();
+    assert!(allocs >= 1, "the program's block");
+}
+
+/// Refused with exit status 2 and `why` on stderr, the program not run, no log made.
+fn refused(args: &[&str], program: &Path, why: &str) {
+    let out = record(args, program, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(why), "{:?} lacks {why:?}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "the program ran: {}", stdout(&out));
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    let log = dir().join("bad.mrl");
+    let o = log.to_str().unwrap();
+    refused(&["-o", o], Path::new("/nonexistent/program"), "no such program");
+    refused(&["-o", o], Path::new("no-such-program-anywhere"), "no such program");
+    let script = dir().join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho ran\n").unwrap();
+    refused(&["-o", o], &script, "not an ELF executable");
+    let static_exe = build("exit_with.c", "exit_with_static", &["-O1", "-static"]);
+    refused(&["-o", o], &static_exe, "statically linked");
+    let dynamic = build("env_dump.c", "env_dump_plain", &["-O1", "-DPLAIN"]);
+    refused(&["-o", "/nonexistent-dir/x.mrl"], &dynamic, "cannot write /nonexistent-dir/x.mrl");
+    refused(&["-o", dir().to_str().unwrap()], &dynamic, "it is a directory");
+    refused(&["-o", o, "--preload", "/nonexistent/libmemreplay.so"], &dynamic, "does not exist");
+}
+
+#[test]
+fn a_missing_library_says_how_to_build_it() {
+    // A copy of replay-cli alone in a folder: nothing next to it.
+    let lonely = dir().join("lonely");
+    std::fs::create_dir_all(&lonely).unwrap();
+    let cli = lonely.join("replay-cli");
+    std::fs::copy(env!("CARGO_BIN_EXE_replay-cli"), &cli).unwrap();
+    let exe = build("exit_with.c", "exit_with", &["-O1"]);
+    let out = Command::new(&cli)
+        .args(["record", "-o"])
+        .arg(lonely.join("x.mrl"))
+        .arg("--")
+        .arg(&exe)
+        .env_remove("MEMREPLAY_PRELOAD")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cargo build -p memreplay-capi"), "{}", stderr(&out));
+}
+
+#[test]
+fn options_reach_the_recorder_and_children_are_not_recorded() {
+    // env_dump holds "MEMREPLAY_LOG" as a C string: taken for a Rust program that
+    // records itself, so it is not preloaded and sees the variables.
+    let exe = build("env_dump.c", "env_dump", &["-O1"]);
+    let log = dir().join("env.mrl");
+    let out = record(
+        &["-o", log.to_str().unwrap(), "--depth", "8", "--unwind", "unwinder", "--options", "flush-ms=5"],
+        &exe,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("LD_PRELOAD=-\n") || !text.contains("libmemreplay"), "{text}");
+    assert!(text.contains(&format!("MEMREPLAY_LOG={}\n", std::fs::canonicalize(&log).unwrap().display())), "{text}");
+    assert!(text.contains("MEMREPLAY_OPTIONS=depth=8,unwind=unwinder,flush-ms=5\n"), "{text}");
+    assert!(stderr(&out).contains("records itself"), "{}", stderr(&out));
+    // A C program preloaded: the recorder takes its variables out of the environment
+    // once started, so what the program runs is not recorded into the same log.
+    let exe = build("lifecycle.c", "lifecycle", &["-O2"]);
+    let log = dir().join("exec.mrl");
+    let out = record(&["-o", log.to_str().unwrap()], &exe, &["exec"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (allocs, _) = program_events(&log, &exe);
+    assert_eq!(allocs, tally(&stderr(&out), "allocs"), "{}", stderr(&out));
+    let log = Log::open(&log).unwrap();
+    // The exec'd child allocates 777 bytes: not in the parent's log.
+    let sizes: Vec<u64> = log
+        .blocks
+        .iter()
+        .flat_map(|b| &b.events)
+        .filter_map(|e| match e {
+            Event::Alloc { size, .. } => Some(*size),
+            _ => None,
+        })
+        .collect();
+    assert!(!sizes.contains(&777), "the exec'd child was recorded");
+}
+
+/// Allocation calls in a heaptrack recording: its size histogram's counts, and those of
+/// 72,704 bytes (libstdc++'s emergency exception pool, which heaptrack's own library
+/// loads and allocates at start-up; a C++ program shares it).
+fn heaptrack_calls(program: &Path, args: &[&str], name: &str) -> (u64, u64) {
+    let data = dir().join(format!("heaptrack-{name}"));
+    let out = Command::new("heaptrack").arg("-o").arg(&data).arg(program).args(args).output().expect("run heaptrack");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let histogram = dir().join(format!("heaptrack-{name}.histogram"));
+    let mut file = data.clone().into_os_string();
+    file.push(".zst");
+    let print = Command::new("heaptrack_print").arg("-f").arg(&file).arg("-H").arg(&histogram).output().unwrap();
+    assert!(print.status.success(), "{}", stderr(&print));
+    let (mut all, mut pool) = (0, 0);
+    for line in std::fs::read_to_string(&histogram).unwrap().lines() {
+        let mut f = line.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+        let (size, count) = (f.next().unwrap(), f.next().unwrap());
+        all += count;
+        if size == 72_704 {
+            pool += count;
+        }
+    }
+    (all, pool)
+}
+
+/// Every allocation and realloc in our log, wherever it came from.
+fn all_allocations(log: &Path) -> u64 {
+    let log = Log::open(log).unwrap();
+    log.blocks
+        .iter()
+        .flat_map(|b| &b.events)
+        .filter(|e| matches!(e, Event::Alloc { domain: 0, .. } | Event::Realloc { .. }))
+        .count() as u64
+}
+
+#[test]
+fn heaptrack_counts_the_same_allocations() {
+    if Command::new("heaptrack").arg("--version").output().is_err() {
+        eprintln!("heaptrack is not installed: nothing to compare with");
+        return;
+    }
+    let c = build("threads.c", "threads-fp", &["-O2", "-fno-omit-frame-pointer"]);
+    let cpp = dir().join("objects");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload/objects.cpp");
+    assert!(Command::new("c++").args(["-O2", "-g", "-o"]).arg(&cpp).arg(&src).status().unwrap().success());
+    for (program, args, name) in [(&c, &["3", "5"][..], "threads"), (&cpp, &[][..], "objects")] {
+        let log = dir().join(format!("{name}-vs-heaptrack.mrl"));
+        let out = record(&["-o", log.to_str().unwrap()], program, args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let ours = all_allocations(&log);
+        let (theirs, pool) = heaptrack_calls(program, args, name);
+        assert_eq!(pool, 1, "{name}: heaptrack's libstdc++ pool");
+        assert_eq!(theirs - pool, ours, "{name}: heaptrack counted {theirs}");
+    }
+}
