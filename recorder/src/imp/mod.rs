@@ -212,7 +212,12 @@ pub(crate) fn stop() -> Option<SessionStats> {
 /// inside `start` or `stop` at the fork, the lock is left as it is.
 pub(crate) fn forget_session_after_fork() {
     SESSION.store(std::ptr::null_mut(), Ordering::Release);
-    if let Ok(mut control) = CONTROL.try_lock() {
+    let control = match CONTROL.try_lock() {
+        Ok(c) => Some(c),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    if let Some(mut control) = control {
         // The handle names a thread of the parent: dropped without a join (a handle
         // joins nothing when dropped).
         let _ = control.take();
@@ -250,18 +255,7 @@ fn install_fork_handler() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         extern "C" fn in_child() {
-            SESSION.store(std::ptr::null_mut(), Ordering::Release);
-            // The writer's handle names a thread of the parent: drop it (it has no `Drop`:
-            // nothing joins it).
-            // (Locked at the fork by a parent thread in `start` or `stop`: left as it is.)
-            let control = match CONTROL.try_lock() {
-                Ok(c) => Some(c),
-                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            };
-            if let Some(mut control) = control {
-                let _ = control.take();
-            }
+            forget_session_after_fork();
         }
         // SAFETY: registers a plain `extern "C"` function that takes nothing, run in the
         // child only (single-threaded then); it touches atomics and an uncontended lock.
