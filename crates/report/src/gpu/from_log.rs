@@ -7,7 +7,9 @@ use std::path::Path;
 use memreplay_format::{DomainKind, ResourceDesc, ResourceKind};
 use memreplay_replay::{NodeId, ReplayState};
 
-use super::model::{GpuBlock, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, SubAllocation};
+use super::model::{
+    with_descendants, GpuBlock, GpuDomain, GpuKind, GpuPeak, GpuResource, GpuSource, GpuView, SubAllocation,
+};
 use crate::select::{Point, Selection};
 use crate::sites::replay_to_points;
 use crate::{Error, Loaded};
@@ -65,20 +67,9 @@ pub(crate) fn domain_tree(state: &ReplayState, name: &str) -> Result<Vec<u32>, S
             if names.is_empty() { "none".into() } else { names.join(", ") }
         ));
     };
-    let mut set = vec![id];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for &d in &all {
-            let p = state.domain_info.get(&d).and_then(|i| i.parent);
-            if p.is_some_and(|p| set.contains(&p)) && !set.contains(&d) {
-                set.push(d);
-                grew = true;
-            }
-        }
-    }
-    set.sort_unstable();
-    Ok(set)
+    let parents: Vec<(u32, Option<u32>)> =
+        all.iter().map(|&d| (d, state.domain_info.get(&d).and_then(|i| i.parent))).collect();
+    Ok(with_descendants(id, &parents))
 }
 
 /// The top-level domain `domain` sub-allocates from (itself if it is one).

@@ -216,3 +216,21 @@ pub struct GpuView {
     /// The screen (swap chain) size: recorded, given with `--screen`, or unknown.
     pub screen: Option<(u32, u32)>,
 }
+
+/// `root` and every domain inside it (its sub-allocating domains, theirs, ...), sorted, of
+/// `domains` given as (id, parent).
+pub(crate) fn with_descendants(root: u32, domains: &[(u32, Option<u32>)]) -> Vec<u32> {
+    let mut set = vec![root];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for &(d, parent) in domains {
+            if parent.is_some_and(|p| set.contains(&p)) && !set.contains(&d) {
+                set.push(d);
+                grew = true;
+            }
+        }
+    }
+    set.sort_unstable();
+    set
+}

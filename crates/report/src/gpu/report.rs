@@ -542,18 +542,8 @@ fn domain_and_inside(view: &GpuView, name: &str) -> Result<Vec<u32>, Error> {
         let names: Vec<String> = view.domains.iter().map(|d| format!("\"{}\"", d.name)).collect();
         return Err(Error::Usage(format!("no GPU domain \"{name}\" in the dump; domains: {}", names.join(", "))));
     };
-    let mut set = vec![id];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for d in &view.domains {
-            if d.parent.is_some_and(|p| set.contains(&p)) && !set.contains(&d.id) {
-                set.push(d.id);
-                grew = true;
-            }
-        }
-    }
-    Ok(set)
+    let parents: Vec<(u32, Option<u32>)> = view.domains.iter().map(|d| (d.id, d.parent)).collect();
+    Ok(super::model::with_descendants(id, &parents))
 }
 
 /// `view` with only the domains of `set` (and the parents their blocks are allocations of).
