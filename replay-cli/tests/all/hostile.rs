@@ -252,6 +252,9 @@ proptest! {
             vec!["diff", other_log, log, "--json"],
             vec!["check", log, "--baseline", other_log],
             vec!["check", log, "--budget", budget, "--baseline", other_log],
+            vec!["gpu", log],
+            vec!["gpu", log, "--at", "peak", "--json", "--svg", &svg],
+            vec!["gpu", log, "--at", "frame:1", "--screen", "1920x1080"],
         ] {
             run(&args)?;
         }
@@ -319,6 +322,7 @@ proptest! {
             vec!["report", log, "-o", html],
             vec!["diff", log, log],
             vec!["check", log, "--baseline", log],
+            vec!["gpu", log, "--at", "peak"],
         ] {
             run(&args)?;
         }
@@ -479,6 +483,7 @@ fn deep_context_nesting_is_refused_with_its_depth() {
         vec!["report", log, "-o", &html],
         vec!["diff", log, log],
         vec!["check", log, "--budget", &budget, "--baseline", log],
+        vec!["gpu", log],
     ] {
         assert_eq!(output(&args), (Some(2), String::new(), refusal.clone()), "{args:?}");
     }

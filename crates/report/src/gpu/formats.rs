@@ -32,7 +32,8 @@ impl FormatInfo {
     pub fn image_bytes(&self, width: u32, height: u32) -> u64 {
         let bw = u64::from(width.max(1)).div_ceil(u64::from(self.block_w));
         let bh = u64::from(height.max(1)).div_ceil(u64::from(self.block_h));
-        bw * bh * u64::from(self.bytes)
+        // Saturating: a hostile descriptor (4G x 4G texels) must not overflow.
+        bw.saturating_mul(bh).saturating_mul(u64::from(self.bytes))
     }
 
     /// Bytes of texel data of a `width` × `height` texture with `layers` layers and `mips`

@@ -354,15 +354,18 @@ pub fn pivots(view: &GpuView, small: u64, limit: usize) -> Pivots {
         add(&mut npot_total, r.size);
         let info = format_info(&r.format);
         let texel_bytes = info.map(|f| f.texture_bytes(r.width, r.height, r.depth_or_layers, r.mip_levels));
-        let resized = |width: u32, height: u32, delta: &dyn Fn(u64, u64) -> u64| {
-            let (f, now) = (info?, texel_bytes?);
+        let resized = |width: Option<u32>, height: Option<u32>, delta: &dyn Fn(u64, u64) -> u64| {
+            let (f, now, width, height) = (info?, texel_bytes?, width?, height?);
             let t = f.texture_bytes(width, height, r.depth_or_layers, r.mip_levels);
             Some(PowerOfTwo { width, height, texel_bytes: t, delta: delta(now, t) })
         };
-        let down = resized(pow2_down(r.width), pow2_down(r.height), &|now, t| now.saturating_sub(t));
-        let up = resized(r.width.next_power_of_two(), r.height.next_power_of_two(), &|now, t| t.saturating_sub(now));
-        npot_save += down.as_ref().map_or(0, |p| p.delta);
-        npot_cost += up.as_ref().map_or(0, |p| p.delta);
+        let down = resized(Some(pow2_down(r.width)), Some(pow2_down(r.height)), &|now, t| now.saturating_sub(t));
+        // A side past 2^31 has no power of two above it in 32 bits: no figure.
+        let up = resized(r.width.checked_next_power_of_two(), r.height.checked_next_power_of_two(), &|now, t| {
+            t.saturating_sub(now)
+        });
+        npot_save = npot_save.saturating_add(down.as_ref().map_or(0, |p| p.delta));
+        npot_cost = npot_cost.saturating_add(up.as_ref().map_or(0, |p| p.delta));
         npot.push(NpotRow { resource: row(view, r), texel_bytes, down, up });
     }
     npot.truncate(limit);
@@ -393,7 +396,7 @@ pub fn pivots(view: &GpuView, small: u64, limit: usize) -> Pivots {
             add(&mut unchecked.undersized, r.size);
         } else if r.size > texel_bytes {
             add(&mut padding_total, r.size);
-            padding_bytes += r.size - texel_bytes;
+            padding_bytes = padding_bytes.saturating_add(r.size - texel_bytes);
             padding.push(PaddingRow { resource: row(view, r), texel_bytes, padding: r.size - texel_bytes });
         }
     }
@@ -417,5 +420,57 @@ pub fn pivots(view: &GpuView, small: u64, limit: usize) -> Pivots {
         padding_total,
         padding_bytes,
         unchecked,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::{GpuSource, GpuView};
+
+    fn texture(name: &str, w: u32, h: u32, mips: u32, format: &str, size: u64) -> GpuResource {
+        GpuResource {
+            domain: 1,
+            addr: 0,
+            size,
+            kind: GpuKind::Texture,
+            width: w,
+            height: h,
+            depth_or_layers: 1,
+            mip_levels: mips,
+            format: format.into(),
+            name: name.into(),
+            context: String::new(),
+        }
+    }
+
+    fn view(resources: Vec<GpuResource>) -> GpuView {
+        GpuView {
+            source: GpuSource::Log { path: "t.mrl".into(), point: "at the end".into() },
+            domains: Vec::new(),
+            resources,
+            blocks: Vec::new(),
+            screen: Some((u32::MAX, 1)),
+        }
+    }
+
+    /// Descriptors a hostile log can hold (sides of 4G texels, 32 mips, sizes near 2^64)
+    /// give saturated figures or none, never an overflow.
+    #[test]
+    fn hostile_descriptors_saturate() {
+        let v = view(vec![
+            texture("huge", u32::MAX, u32::MAX, 32, "RGBA32_FLOAT", u64::MAX),
+            texture("wide", (1 << 31) + 1, 3, 2, "BC7", u64::MAX - 1),
+            texture("odd", 3, 5, u32::MAX, "R8", 1 << 40),
+        ]);
+        let p = pivots(&v, DEFAULT_SMALL, usize::MAX);
+        let wide = p.npot.iter().find(|n| n.resource.name == "wide").unwrap();
+        assert_eq!(wide.up, None, "no 32-bit power of two above 2^31 + 1");
+        assert_eq!(wide.down.as_ref().map(|d| d.width), Some(1 << 31));
+        let huge = p.npot.iter().find(|n| n.resource.name == "huge").unwrap();
+        assert_eq!(huge.texel_bytes, Some(u64::MAX), "saturated");
+        // "wide" alone is padded by almost 2^64, "odd" by about 2^40: the sum saturates.
+        assert_eq!(p.padding_bytes, u64::MAX);
+        assert_eq!(p.npot_total.count, 3);
     }
 }
