@@ -90,3 +90,13 @@ pub fn forget_session_after_fork() {
 pub fn in_recorder() -> bool {
     imp::in_recorder()
 }
+
+/// Asks the recorder's writer thread for a scan of the loaded modules now, rather than at
+/// its next periodic rescan (every second). With `wait`, returns once a scan that started
+/// after this call has written its `MODULE` records to the log (true), or after at most a
+/// second (false); so a library about to be unloaded (`dlclose`) is in the log's module
+/// map while still mapped. Nothing, and false, when no session records or on a thread
+/// inside the recorder.
+pub fn request_module_scan(wait: bool) -> bool {
+    imp::request_module_scan(wait)
+}

@@ -512,3 +512,45 @@ fn an_idle_threads_events_sort_after_the_markers_and_attaches_before_them() {
     assert!(label < go, "the worker's allocation ({go}) sorts after the label ({label})");
     assert!(alloc < attach && attach < free, "allocation {alloc}, attach {attach}, free {free}");
 }
+
+#[test]
+fn a_module_scan_asked_for_is_answered_at_once() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Nothing records: nothing to ask, nothing waited for.
+    assert!(!memreplay::raw::request_module_scan(true));
+    for encoders in [1, 3] {
+        let path = temp_log(&format!("scan-{encoders}.mrl"));
+        // Neither a flush nor a process sample wakes the writer on its own meanwhile.
+        let config = memreplay::Config::new(&path)
+            .flush_interval(std::time::Duration::from_secs(30))
+            .process_memory_interval(None)
+            .encoder_threads(encoders);
+        memreplay::start(config).unwrap();
+        assert!(memreplay::raw::request_module_scan(false), "{encoders} encoders");
+        // Several threads at once, each answered by a scan that started after it asked.
+        let started = std::time::Instant::now();
+        let answered: Vec<bool> = std::thread::scope(|s| {
+            let askers: Vec<_> = (0..4).map(|_| s.spawn(|| memreplay::raw::request_module_scan(true))).collect();
+            askers.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert_eq!(answered, [true; 4], "{encoders} encoders");
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(900),
+            "{encoders} encoders: {:?}",
+            started.elapsed()
+        );
+        memreplay::stop().expect("was recording");
+        let log = Log::open(&path).unwrap();
+        assert!(log.report.is_clean(), "{:?}", log.report);
+        let names = strings(&log);
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        let modules: Vec<&str> = log
+            .events()
+            .filter_map(|(_, e)| match e {
+                Event::Module { path, .. } => names.get(path).map(String::as_str),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(modules.iter().filter(|p| **p == exe).count(), 1, "each module once: {modules:?}");
+    }
+}

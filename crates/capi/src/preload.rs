@@ -58,6 +58,16 @@
 //! thread's stack bounds come from `/proc/self/maps`, read without allocating, not from
 //! `pthread_getattr_np` (`memreplay::raw`).
 //!
+//! **Libraries unloaded.** The recorder rescans the loaded modules every second, so a
+//! library `dlopen`ed, used and `dlclose`d in between would be missing from the log's
+//! module map, and the callstacks into it could not be named. So `dlclose` is interposed
+//! as well: while a session records, it asks the recorder's writer for a scan and waits
+//! (at most a second, never on a recorder thread) until that scan is in the file, then
+//! calls glibc's `dlclose` (found once with `dlsym(RTLD_NEXT)`). `dlopen` is left alone:
+//! glibc takes the library's search path (the caller's `RUNPATH`), `$ORIGIN` and link
+//! namespace from its caller's return address, which a wrapper would turn into this
+//! library's. A library still loaded when the log ends is found by the writer's last scan.
+//!
 //! **Thread-local storage.** The recorder's thread-local state is in this shared object's
 //! TLS block, reached with `__tls_get_addr`. For a library loaded at start-up (preloaded
 //! or linked) glibc serves it from the static TLS area, set up before the first thread
@@ -72,7 +82,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 unsafe extern "C" {
     fn __libc_malloc(size: usize) -> *mut c_void;
@@ -337,6 +347,44 @@ entry_point!(
     /// `pvalloc`, recorded.
     fn pvalloc(size: usize) -> *mut c_void => pvalloc_impl, "rsi"
 );
+
+// ---- `dlclose`: the module map keeps what is unloaded.
+
+/// glibc's `dlclose`, found once with `dlsym(RTLD_NEXT)` (0 until then).
+static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);
+
+type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+fn real_dlclose() -> Option<DlcloseFn> {
+    let mut f = REAL_DLCLOSE.load(Ordering::Acquire);
+    if f == 0 {
+        // SAFETY: `dlsym` with a constant C string; it may call `malloc`, which works
+        // from here (ours passes through or records).
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) } as usize;
+        REAL_DLCLOSE.store(f, Ordering::Release);
+    }
+    // SAFETY: a non-null address `dlsym` returned for `dlclose` is glibc's `dlclose`.
+    (f != 0).then(|| unsafe { std::mem::transmute::<usize, DlcloseFn>(f) })
+}
+
+/// `dlclose`: first has the recorder scan the modules and waits (a second at most) until
+/// that scan is in the log, so a library about to be unloaded is in the module map while
+/// still mapped and the callstacks into it can be named; then glibc's `dlclose`.
+///
+/// # Safety
+///
+/// As glibc's `dlclose`: `handle` comes from `dlopen` and is closed once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    if on() && !handle.is_null() {
+        recorder::raw::request_module_scan(true);
+    }
+    match real_dlclose() {
+        // SAFETY: glibc's `dlclose`, with the caller's handle.
+        Some(real) => unsafe { real(handle) },
+        None => -1,
+    }
+}
 
 // ---- Start-up.
 

@@ -19,9 +19,9 @@ mod sys;
 mod thread;
 mod writer;
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use memreplay_format::DomainKind;
@@ -87,6 +87,13 @@ pub(crate) struct Session {
     pub next_thread: AtomicU32,
     /// Set by `stop`: the writer drains everything and ends the log.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Module scans asked for by other threads (`request_module_scan`), counted.
+    pub scans_asked: AtomicU64,
+    /// The count of `scans_asked` that the writer's last scan answered: a scan that
+    /// started after it read that count wrote its `MODULE` records to the metadata stream.
+    pub scans_done: Mutex<u64>,
+    /// Signalled when `scans_done` moves.
+    pub scan_done: Condvar,
 }
 
 impl Session {
@@ -170,6 +177,9 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
             slots: Mutex::new(Vec::new()),
             next_thread: AtomicU32::new(1),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            scans_asked: AtomicU64::new(0),
+            scans_done: Mutex::new(0),
+            scan_done: Condvar::new(),
         }));
         let start_unix_ns =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -203,6 +213,39 @@ pub(crate) fn stop() -> Option<SessionStats> {
         }
         handle.join()
     })
+}
+
+/// The longest `request_module_scan` waits for the writer's scan.
+const MODULE_SCAN_WAIT: Duration = Duration::from_secs(1);
+
+/// Asks the writer thread for a module scan now (the periodic one comes every second)
+/// and wakes it. With `wait`, returns once a scan that started after this call has
+/// written its `MODULE` records to the metadata stream (true), or after at most
+/// `MODULE_SCAN_WAIT` (false). Nothing (false) when no session records or on a thread
+/// inside the recorder (the writer itself may be the caller). Not on the hot path.
+pub(crate) fn request_module_scan(wait: bool) -> bool {
+    if in_recorder() {
+        return false;
+    }
+    // SAFETY: a non-null session pointer is a leaked session (never freed).
+    let Some(session) = (unsafe { session().as_ref() }) else { return false };
+    let ticket = session.scans_asked.fetch_add(1, Ordering::AcqRel) + 1;
+    // A null buffer only wakes the writer (if the channel is full, it is awake anyway).
+    let _ = session.full_tx.try_send(BufPtr(std::ptr::null_mut()));
+    if !wait {
+        return true;
+    }
+    // The wait allocates nothing (a futex), so it needs no `untracked`.
+    let deadline = Instant::now() + MODULE_SCAN_WAIT;
+    let mut done = session.scans_done.lock().unwrap_or_else(|e| e.into_inner());
+    while *done < ticket {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        done = session.scan_done.wait_timeout(done, left).unwrap_or_else(|e| e.into_inner()).0;
+    }
+    true
 }
 
 /// In the child of a `fork`: the session belongs to the parent, whose writer and encoder

@@ -60,6 +60,8 @@ pub(crate) struct Writer {
     /// Each encoder thread says here that a `Collect` or `Stop` is done.
     done_rx: Receiver<()>,
     modules: HashSet<(u64, String)>,
+    /// The count of `Session::scans_asked` that the last scan answered.
+    scans_answered: u64,
 }
 
 impl Writer {
@@ -113,6 +115,7 @@ impl Writer {
             encoders: Vec::new(),
             done_rx,
             modules: HashSet::new(),
+            scans_answered: 0,
         };
         w.scan_modules();
         w.enc.sync_domains(METADATA, 0);
@@ -175,6 +178,24 @@ impl Writer {
 
     fn flush(&mut self) {
         self.shared.output().flush();
+    }
+
+    /// Scans the modules if another thread asked for it since the last answer (or
+    /// `always`), writes the metadata stream to the file, and then tells the askers: the
+    /// scan starts after the count it answers is read. Whether it scanned.
+    fn answer_scan_requests(&mut self, always: bool) -> bool {
+        let session = self.shared.session;
+        let asked = session.scans_asked.load(Ordering::Acquire);
+        if asked == self.scans_answered && !always {
+            return false;
+        }
+        self.scans_answered = asked;
+        self.scan_modules();
+        self.enc.write_stream(METADATA);
+        self.flush();
+        *session.scans_done.lock().unwrap_or_else(|e| e.into_inner()) = asked;
+        session.scan_done.notify_all();
+        true
     }
 
     /// Records modules loaded since the last scan, for offline symbolication.
@@ -273,6 +294,11 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
             }
             None => {}
         }
+        // A thread asked for a scan (a library about to be unloaded): now, not at the
+        // next rescan, and the file flushed before the asker is let go.
+        if w.answer_scan_requests(false) {
+            next_modules = Instant::now() + MODULE_RESCAN;
+        }
         let now = Instant::now();
         if let Some(p) = sampler.as_mut().filter(|p| now >= p.next) {
             p.sample(&mut w);
@@ -301,6 +327,8 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
     if let Some(p) = &mut sampler {
         p.sample(&mut w);
     }
+    // Libraries loaded since the last rescan; and whoever waits for a scan is let go.
+    w.answer_scan_requests(true);
     w.collect_and_write_all(Job::Stop);
     let encoder_threads = w.encoders.len() as u32;
     let mut encoder_cpu_ns = 0;

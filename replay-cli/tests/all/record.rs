@@ -2,7 +2,8 @@
 //! `crates/capi/tests/preload/`, built with the system's `cc`) recorded with
 //! `libmemreplay.so` preloaded, their logs read back with `memreplay-format` and with
 //! `leaks --json`; the refusals before anything runs; the exit status passed through;
-//! the rule for programs that record themselves.
+//! the rule for programs that record themselves; a library `dlopen`ed and `dlclose`d
+//! between two module rescans still in the module map.
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use std::collections::HashMap;
@@ -317,5 +318,48 @@ fn heaptrack_counts_the_same_allocations() {
         let (theirs, pool) = heaptrack_calls(program, args, name);
         assert_eq!(pool, 1, "{name}: heaptrack's libstdc++ pool");
         assert_eq!(theirs - pool, ours, "{name}: heaptrack counted {theirs}");
+    }
+}
+
+/// The paths of the log's `MODULE` records.
+fn module_paths(log: &Path) -> Vec<String> {
+    let log = Log::open(log).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    let events = || log.blocks.iter().flat_map(|b| b.events.iter());
+    let strings: HashMap<_, _> = events()
+        .filter_map(|e| match e {
+            Event::DefineString { id, text } => Some((*id, text.clone())),
+            _ => None,
+        })
+        .collect();
+    events()
+        .filter_map(|e| match e {
+            Event::Module { path, .. } => strings.get(path).cloned(),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_library_dlopened_and_dlclosed_at_once_is_in_the_module_map() {
+    // Loaded, used and unloaded within milliseconds, well inside the recorder's periodic
+    // rescan (every second): only the scan `dlclose` asks for and waits on sees it.
+    let plugin = build("plugin.c", "libplugin.so", &["-shared", "-fPIC", "-O2", "-fno-omit-frame-pointer"]);
+    let host = build("plugin_host.c", "plugin_host", &["-O2", "-fno-omit-frame-pointer"]);
+    let plugin = std::fs::canonicalize(plugin).unwrap();
+    for unwind in ["fp", "unwinder"] {
+        let log = dir().join(format!("plugin-{unwind}.mrl"));
+        let started = std::time::Instant::now();
+        let out = record(&["-o", log.to_str().unwrap(), "--unwind", unwind], &host, &[plugin.to_str().unwrap()]);
+        let what = format!("unwind={unwind}: {}", stderr(&out));
+        assert!(out.status.success(), "{what}");
+        assert_eq!(stdout(&out), "ok\n", "{what}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{what}");
+        let paths = module_paths(&log);
+        assert!(paths.iter().any(|p| Path::new(p) == plugin), "{what}: no MODULE for {}: {paths:?}", plugin.display());
+        // The leak is named from the plugin's file, still on disk.
+        let sites = leak_sites(&log);
+        let from_plugin: Vec<_> = sites.iter().filter(|(f, _)| f == "plugin_leak").collect();
+        assert_eq!(from_plugin, [&("plugin_leak".to_owned(), 1)], "{what}: {sites:?}");
     }
 }
