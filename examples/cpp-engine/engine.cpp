@@ -188,7 +188,10 @@ struct RenderTargets {
 
 int main(int argc, char **argv) {
     int started = argc > 1 ? MEMREPLAY_START(argv[1], "flush-ms=50") : MEMREPLAY_START_FROM_ENV();
-    if (started < 0) {
+    // Run under `replay-cli record`, the preloaded library already records this process
+    // (into record's --output): record into that session, and leave stopping it to it.
+    const bool ours = argc > 1 ? started == MEMREPLAY_OK : started == 1;
+    if (started < 0 && started != MEMREPLAY_ERROR_ALREADY_RECORDING) {
         std::fprintf(stderr, "engine: memreplay did not start: %s\n", memreplay_last_error());
         return 1;
     }
@@ -251,7 +254,7 @@ int main(int argc, char **argv) {
     targets.destroy(gpu);
 
     memreplay_stats stats;
-    if (MEMREPLAY_STOP(&stats) == MEMREPLAY_OK)
+    if (ours && MEMREPLAY_STOP(&stats) == MEMREPLAY_OK)
         std::printf("engine: %llu events, %llu bytes, %llu lost\n", (unsigned long long)stats.events,
                     (unsigned long long)stats.bytes, (unsigned long long)stats.lost_events);
     return 0;

@@ -446,6 +446,22 @@ fn example_engine_builds_runs_and_names_its_contexts() {
         })
         .collect();
     assert_eq!(displays, [(1920, 1080), (2560, 1440)]);
+
+    // Preloaded with a session from the environment (what `replay-cli record` does), the
+    // engine's own start finds it recording: it records into that log and leaves it open
+    // for the library to end at exit; the path it names is not written.
+    let (recorded, named) = (dir.join("preloaded.mrl"), dir.join("named.mrl"));
+    let out = Command::new(dir.join("engine"))
+        .arg(&named)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("LD_PRELOAD", lib_dir().join("libmemreplay.so"))
+        .env("MEMREPLAY_LOG", &recorded)
+        .output();
+    let stdout = String::from_utf8(check("engine under a preloaded session", out.unwrap()).stdout).unwrap();
+    assert!(stdout.is_empty() && !named.exists(), "{stdout}");
+    let r = Read::open(&recorded);
+    assert_eq!(r.labels(), ["level Forest loaded", "window resized to 2560x1440", "unloading Forest"]);
+    assert_eq!(r.count(|e| matches!(e, Event::FrameStart { .. })), 12);
 }
 
 #[test]
