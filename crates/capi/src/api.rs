@@ -390,22 +390,8 @@ pub extern "C" fn memreplay_context_pop() {
 /// `name` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn memreplay_label(name: *const c_char) -> c_int {
-    if name.is_null() {
-        return fail(ERROR_NULL, "the label is NULL");
-    }
-    if !recorder::is_recording() {
-        return OK;
-    }
-    guard(ERROR_INTERNAL, || {
-        // SAFETY: the caller's contract.
-        match unsafe { c_str(name, "the label") } {
-            Ok(s) => {
-                recorder::label(s);
-                OK
-            }
-            Err(code) => code,
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe { with_name(name, "the label", recorder::label) }
 }
 
 /// Marks the start of frame `frame`.
@@ -423,17 +409,27 @@ pub extern "C" fn memreplay_frame_start(frame: u64) {
 /// `name` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn memreplay_set_thread_name(name: *const c_char) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with_name(name, "the thread name", recorder::set_thread_name) }
+}
+
+/// Hands the string `name` (`what`, for messages) to `record` while a session records:
+/// `ERROR_NULL` for NULL, `ERROR_UTF8` for invalid UTF-8, and nothing recorded then.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+unsafe fn with_name(name: *const c_char, what: &str, record: impl FnOnce(&str)) -> c_int {
     if name.is_null() {
-        return fail(ERROR_NULL, "the thread name is NULL");
+        return fail(ERROR_NULL, format_args!("{what} is NULL"));
     }
     if !recorder::is_recording() {
         return OK;
     }
     guard(ERROR_INTERNAL, || {
         // SAFETY: the caller's contract.
-        match unsafe { c_str(name, "the thread name") } {
+        match unsafe { c_str(name, what) } {
             Ok(s) => {
-                recorder::set_thread_name(s);
+                record(s);
                 OK
             }
             Err(code) => code,

@@ -69,17 +69,24 @@ fn tally(text: &str, key: &str) -> u64 {
     line.split(' ').find_map(|f| f.strip_prefix(&format!("{key}="))).unwrap().parse().unwrap()
 }
 
+/// The log's strings, by id.
+fn strings(log: &Log) -> HashMap<u32, String> {
+    log.blocks
+        .iter()
+        .flat_map(|b| b.events.iter())
+        .filter_map(|e| match e {
+            Event::DefineString { id, text } => Some((*id, text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Allocations (with reallocs) and frees whose first frame is in `exe`.
 fn program_events(log: &Path, exe: &Path) -> (u64, u64) {
     let log = Log::open(log).unwrap();
     assert!(log.report.is_clean(), "{:?}", log.report);
     let events = || log.blocks.iter().flat_map(|b| b.events.iter());
-    let strings: HashMap<_, _> = events()
-        .filter_map(|e| match e {
-            Event::DefineString { id, text } => Some((*id, text.clone())),
-            _ => None,
-        })
-        .collect();
+    let strings = strings(&log);
     let stacks: HashMap<_, _> = events()
         .filter_map(|e| match e {
             Event::DefineStack { id, frames } => Some((*id, frames.first().copied())),
@@ -326,12 +333,7 @@ fn module_paths(log: &Path) -> Vec<String> {
     let log = Log::open(log).unwrap();
     assert!(log.report.is_clean(), "{:?}", log.report);
     let events = || log.blocks.iter().flat_map(|b| b.events.iter());
-    let strings: HashMap<_, _> = events()
-        .filter_map(|e| match e {
-            Event::DefineString { id, text } => Some((*id, text.clone())),
-            _ => None,
-        })
-        .collect();
+    let strings = strings(&log);
     events()
         .filter_map(|e| match e {
             Event::Module { path, .. } => strings.get(path).cloned(),

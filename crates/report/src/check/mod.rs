@@ -1018,16 +1018,21 @@ mod tests {
     use super::*;
     use crate::testlog::budget_log;
 
-    fn check(name: &str, budgets: bool, toml: &str) -> CheckReport {
-        let args = CheckOptions {
-            log: budget_log(name, budgets),
+    /// `check` of `log` against the budget `toml`, with no baseline.
+    fn options(log: std::path::PathBuf, toml: &str) -> CheckOptions {
+        CheckOptions {
+            log,
             budget_name: "b.toml".into(),
             budget: toml.into(),
             baseline: None,
             json: false,
             github: false,
             allow_damage: Vec::new(),
-        };
+        }
+    }
+
+    fn check(name: &str, budgets: bool, toml: &str) -> CheckReport {
+        let args = options(budget_log(name, budgets), toml);
         build(&args, Progress::Hidden).unwrap()
     }
 
@@ -1067,15 +1072,7 @@ mod tests {
     }
 
     fn check_gpu(name: &str, gpu: bool, toml: &str) -> CheckOutput {
-        let args = CheckOptions {
-            log: crate::testlog::gpu_log(name, gpu),
-            budget_name: "b.toml".into(),
-            budget: toml.into(),
-            baseline: None,
-            json: false,
-            github: false,
-            allow_damage: Vec::new(),
-        };
+        let args = options(crate::testlog::gpu_log(name, gpu), toml);
         run(&args, Progress::Hidden).unwrap()
     }
 
