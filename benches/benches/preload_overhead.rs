@@ -10,8 +10,14 @@
 //! ratios to the plain run's, and the events per second recorded.
 //!
 //! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
-//! changes the work per thread, `-- --runs N` the runs). Builds the release
-//! `libmemreplay.so` first (`cargo build --release -p memreplay-capi`).
+//! changes the work per thread, `-- --threads N` the threads, `-- --runs N` the runs).
+//! Builds the release `libmemreplay.so` first (`cargo build --release -p memreplay-capi`)
+//! and the program with `cc`, unless `-- --library PATH` and `-- --program PATH` name
+//! ones already built (to run the bench on a machine without a toolchain).
+//! `-- --baseline PATH` adds the two stack setups with another `libmemreplay.so` (an
+//! older build), interleaved with the rest, so a change is measured in the same run.
+//! Besides the ratios to the plain run, each setup's overhead (ratio − 1) is given as a
+//! share of heaptrack's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,9 +25,13 @@ use std::time::Instant;
 
 const RUNS: usize = 5;
 
-fn arg(name: &str, default: usize) -> usize {
+fn arg_text(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    arg_text(name).map(|v| v.parse().unwrap_or_else(|_| panic!("{name} takes a number, not {v}"))).unwrap_or(default)
 }
 
 /// `target/release/`: this bench's executable is in its `deps/`.
@@ -78,26 +88,34 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() {
     let iterations = arg("--iterations", 100_000);
+    let threads = arg("--threads", 4);
     let runs = arg("--runs", RUNS);
-    let lib = library();
-    let exe = program();
+    let lib = arg_text("--library").map(PathBuf::from).unwrap_or_else(library);
+    let baseline = arg_text("--baseline").map(PathBuf::from);
+    let prebuilt = arg_text("--program").map(PathBuf::from);
+    let exe = prebuilt.clone().unwrap_or_else(program);
     let dir = std::env::temp_dir();
     let log = dir.join(format!("memreplay-preload-bench-{}.mrl", std::process::id()));
     let heaptrack_out = dir.join(format!("memreplay-preload-bench-{}-heaptrack", std::process::id()));
-    let args = ["4".to_owned(), "7".to_owned(), iterations.to_string()];
-    // Events: 4 threads × iterations × (4 allocations + 1 realloc + 4 frees).
-    let events = 4.0 * iterations as f64 * 9.0;
-    let setups: [(&str, Option<&str>); 5] = [
-        ("plain", None),
-        ("memreplay, fp stacks", Some("unwind=fp")),
-        ("memreplay, unwinder stacks", Some("unwind=unwinder")),
-        ("memreplay, no stacks", Some("callstacks=off")),
-        ("heaptrack", None),
+    let args = [threads.to_string(), "7".to_owned(), iterations.to_string()];
+    // Events: threads × iterations × (4 allocations + 1 realloc + 4 frees).
+    let events = threads as f64 * iterations as f64 * 9.0;
+    // (name, MEMREPLAY_OPTIONS, the baseline library rather than `lib`)
+    let mut setups: Vec<(&str, Option<&str>, bool)> = vec![
+        ("plain", None, false),
+        ("memreplay, fp stacks", Some("unwind=fp"), false),
+        ("memreplay, unwinder stacks", Some("unwind=unwinder"), false),
+        ("memreplay, no stacks", Some("callstacks=off"), false),
+        ("heaptrack", None, false),
     ];
+    if baseline.is_some() {
+        setups.push(("baseline, fp stacks", Some("unwind=fp"), true));
+        setups.push(("baseline, unwinder stacks", Some("unwind=unwinder"), true));
+    }
     let have_heaptrack = Command::new("heaptrack").arg("--version").output().is_ok();
     let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); setups.len()];
     for _ in 0..runs {
-        for (i, (name, options)) in setups.iter().enumerate() {
+        for (i, (name, options, old)) in setups.iter().enumerate() {
             let mut cmd = if *name == "heaptrack" {
                 if !have_heaptrack {
                     continue;
@@ -110,7 +128,8 @@ fn main() {
             };
             cmd.args(&args);
             if let Some(o) = options {
-                cmd.env("LD_PRELOAD", &lib).env("MEMREPLAY_LOG", &log).env("MEMREPLAY_OPTIONS", o);
+                let lib = if *old { baseline.as_ref().unwrap() } else { &lib };
+                cmd.env("LD_PRELOAD", lib).env("MEMREPLAY_LOG", &log).env("MEMREPLAY_OPTIONS", o);
             }
             let (wall, cpu) = measure(&mut cmd);
             figures[i].0.push(wall);
@@ -118,25 +137,37 @@ fn main() {
         }
     }
     println!(
-        "preload_overhead: threads.c, 4 threads x {iterations} iterations ({:.1} M heap events), median of {runs}",
+        "preload_overhead: threads.c, {threads} threads x {iterations} iterations ({:.1} M heap events), median of {runs}",
         events / 1e6
     );
-    println!("{:<28} {:>9} {:>7} {:>9} {:>7} {:>12}", "setup", "wall s", "x", "CPU s", "x", "M events/s");
-    let (mut w0, mut c0) = figures[0].clone();
-    let (w0, c0) = (median(&mut w0), median(&mut c0));
-    for (i, (name, _)) in setups.iter().enumerate() {
-        let (mut w, mut c) = figures[i].clone();
-        if w.is_empty() {
+    println!(
+        "{:<28} {:>9} {:>7} {:>9} {:>7} {:>12} {:>14}",
+        "setup", "wall s", "x", "CPU s", "x", "M events/s", "of heaptrack's"
+    );
+    let medians: Vec<Option<(f64, f64)>> = figures
+        .iter()
+        .map(|(w, c)| (!w.is_empty()).then(|| (median(&mut w.clone()), median(&mut c.clone()))))
+        .collect();
+    let (w0, c0) = medians[0].unwrap();
+    // Heaptrack's added wall time, against which each setup's is given as a share.
+    let heaptrack_extra = medians[4].map(|(w, _)| w / w0 - 1.0);
+    for ((name, _, _), m) in setups.iter().zip(&medians) {
+        let Some((w, c)) = *m else {
             println!("{name:<28} (not installed)");
             continue;
-        }
-        let (w, c) = (median(&mut w), median(&mut c));
-        println!("{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2}", w / w0, c / c0, events / w / 1e6);
+        };
+        let share = match heaptrack_extra {
+            Some(h) if h > 0.0 && name.contains(',') => format!("{:.2}", (w / w0 - 1.0) / h),
+            _ => String::new(),
+        };
+        println!("{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2} {share:>14}", w / w0, c / c0, events / w / 1e6);
     }
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(heaptrack_out.with_extension("zst"));
     let mut zst = heaptrack_out.into_os_string();
     zst.push(".zst");
     let _ = std::fs::remove_file(zst);
-    let _ = std::fs::remove_file(exe);
+    if prebuilt.is_none() {
+        let _ = std::fs::remove_file(exe);
+    }
 }
