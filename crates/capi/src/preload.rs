@@ -424,38 +424,27 @@ fn count_after(which: fn(&AfterEnd) -> &AtomicU64, bytes: usize) {
 /// An allocation of `size` bytes aligned to `align`, made by `real`, recorded.
 #[inline(always)]
 fn allocate(size: usize, align: usize, anchor: usize, real: impl FnOnce() -> *mut c_void) -> *mut c_void {
-    if on() {
-        let p = real();
-        recorder::raw::alloc(p.cast(), size, align, anchor);
-        return p;
+    let p = real();
+    if !on() {
+        return allocated_otherwise(p, size, align, anchor);
     }
-    allocate_otherwise(size, align, anchor, real)
+    recorder::raw::alloc(p.cast(), size, align, anchor);
+    p
 }
 
+/// The block `p` just allocated when the interposer is not on; returns `p`. (Allocated
+/// before the table's lock is taken: if the table was handed over meanwhile, the block
+/// is recorded as any other.)
 #[cold]
 #[inline(never)]
-fn allocate_otherwise(size: usize, align: usize, anchor: usize, real: impl FnOnce() -> *mut c_void) -> *mut c_void {
+fn allocated_otherwise(p: *mut c_void, size: usize, align: usize, anchor: usize) -> *mut c_void {
     match route() {
-        Route::Record => {
-            let p = real();
-            recorder::raw::alloc(p.cast(), size, align, anchor);
-            p
-        }
-        Route::Early(mut t) => {
-            // The real call under the lock: a hand-over in between would miss the block.
-            let p = real();
-            t.alloc(p, size, align);
-            p
-        }
-        Route::Ended => {
-            let p = real();
-            if !p.is_null() {
-                count_after(|a| &a.allocations, size);
-            }
-            p
-        }
-        Route::Pass => real(),
+        Route::Record => recorder::raw::alloc(p.cast(), size, align, anchor),
+        Route::Early(mut t) => t.alloc(p, size, align),
+        Route::Ended if !p.is_null() => count_after(|a| &a.allocations, size),
+        Route::Ended | Route::Pass => {}
     }
+    p
 }
 
 // ---- The Rust side of each entry point: `anchor` is the entry point's stack pointer,
@@ -536,7 +525,8 @@ fn realloc_otherwise(p: *mut c_void, size: usize, anchor: usize) -> *mut c_void 
     match route() {
         Route::Record => realloc_to_recorder(p, size, anchor),
         Route::Early(mut t) => {
-            // Under the lock, as an allocation (see `allocate_otherwise`).
+            // The real call under the lock: a hand-over between it and the table's
+            // update would record `p` live after it was freed or moved.
             let q = real();
             match (p.is_null(), size) {
                 (true, _) => t.alloc(q, size, MALLOC_ALIGN),
