@@ -383,6 +383,7 @@ fn build_early() -> PathBuf {
             cc(&[
                 "-O2".as_ref(),
                 "-g".as_ref(),
+                "-pthread".as_ref(),
                 "-o".as_ref(),
                 exe.as_ref(),
                 exe_src.as_ref(),
@@ -472,5 +473,132 @@ fn blocks_allocated_before_the_start_are_in_the_log_and_their_frees_match() {
         let want: Vec<_> =
             early.iter().zip([111, 222, 333]).map(|(&a, size)| Some((a, size, 0, ctx.clone()))).collect();
         assert_eq!(freed, want, "unwind={unwind}: the frees of the blocks left before the start");
+    }
+}
+
+/// Frees of blocks the log does not know (in its global order).
+fn unknown_frees(log: &Log) -> u64 {
+    let mut live = std::collections::HashSet::new();
+    let mut unknown = 0;
+    for te in merge_by_seq(&log.blocks) {
+        match (te.event, te.part) {
+            (Event::Alloc { domain: 0, addr, .. }, _) | (Event::Realloc { new_addr: addr, .. }, Part::ReallocAlloc) => {
+                live.insert(*addr);
+            }
+            (Event::Free { domain: 0, addr, .. }, _) | (Event::Realloc { old_addr: addr, .. }, Part::ReallocFree) => {
+                unknown += u64::from(!live.remove(addr));
+            }
+            _ => {}
+        }
+    }
+    unknown
+}
+
+#[test]
+fn blocks_past_the_early_table_are_counted_as_untracked() {
+    let exe = build_early();
+    let run = |many: Option<u64>| {
+        let log = work_dir().join(format!("before-start-many-{}.mrl", many.unwrap_or(0)));
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = Command::new(&exe);
+        cmd.env("LD_PRELOAD", library()).env("MEMREPLAY_LOG", &log);
+        if let Some(n) = many {
+            cmd.env("EARLY_MANY", n.to_string());
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let log = Log::open(&log).unwrap();
+        assert!(log.report.is_clean(), "{:?}", log.report);
+        (before_start(&log).expect("a BEFORE_START record"), unknown_frees(&log))
+    };
+    let (few, unknown_few) = run(None);
+    // 5000 blocks of 48 bytes and their array (8 bytes each) on top: more than the 4096
+    // the interposer keeps track of before the start.
+    let (many, unknown_many) = run(Some(5000));
+    let [allocations, frees, reallocs, bytes, live, untracked] = few;
+    assert_eq!(untracked, 0);
+    let blocks = live + 5001;
+    assert_eq!(many, [allocations + 5001, frees, reallocs, bytes + 5000 * (48 + 8), 4096, blocks - 4096]);
+    // `main` frees them all: those not kept track of are frees of unknown blocks, which
+    // the log's count says in advance; the others match.
+    assert_eq!(unknown_many - unknown_few, blocks - 4096);
+}
+
+/// The frees of blocks the log does not know whose first frame lies in the module
+/// `module` (a path ending), in the log's global order.
+fn unknown_frees_from(log: &Log, module: &str) -> Vec<u64> {
+    let events = || log.blocks.iter().flat_map(|b| &b.events);
+    let strings: HashMap<u32, &str> = events()
+        .filter_map(|e| match e {
+            Event::DefineString { id, text } => Some((*id, text.as_str())),
+            _ => None,
+        })
+        .collect();
+    let stacks: HashMap<u32, &Vec<u64>> = events()
+        .filter_map(|e| match e {
+            Event::DefineStack { id, frames } => Some((*id, frames)),
+            _ => None,
+        })
+        .collect();
+    let ranges: Vec<std::ops::Range<u64>> = events()
+        .filter_map(|e| match e {
+            Event::Module { base, size, path, .. } if strings.get(path).is_some_and(|p| p.ends_with(module)) => {
+                Some(*base..*base + *size)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!ranges.is_empty(), "{module} is not in the module map");
+    let mut live = std::collections::HashSet::new();
+    let mut found = Vec::new();
+    for te in merge_by_seq(&log.blocks) {
+        match (te.event, te.part) {
+            (Event::Alloc { domain: 0, addr, .. }, _) | (Event::Realloc { new_addr: addr, .. }, Part::ReallocAlloc) => {
+                live.insert(*addr);
+            }
+            (Event::Free { domain: 0, addr, stack, .. }, _) if !live.remove(addr) => {
+                let first = stacks.get(stack).and_then(|f| f.first().copied());
+                if first.is_some_and(|f| ranges.iter().any(|r| r.contains(&f))) {
+                    found.push(*addr);
+                }
+            }
+            (Event::Realloc { old_addr, .. }, Part::ReallocFree) => {
+                live.remove(old_addr);
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+#[test]
+fn a_thread_allocating_through_the_recorders_start_is_recorded_exactly() {
+    // A thread started by a constructor before the recorder's allocates and frees while
+    // the recorder starts and hands its early blocks over: nothing hangs, and no free of
+    // a block it allocated is a free of a block the log does not know.
+    let exe = build_early();
+    let log = work_dir().join("before-start-thread.mrl");
+    for run in 0..10 {
+        let _ = std::fs::remove_file(&log);
+        let out = output_within_a_minute(
+            Command::new(&exe)
+                .env("LD_PRELOAD", library())
+                .env("MEMREPLAY_LOG", &log)
+                .env("MEMREPLAY_OPTIONS", "free-callstacks=on")
+                .env("EARLY_THREAD", "1"),
+        );
+        assert!(out.status.success(), "run {run}: {out:?}");
+        let log = Log::open(&log).unwrap();
+        assert!(log.report.is_clean(), "run {run}: {:?}", log.report);
+        let lost: u64 = log
+            .blocks
+            .iter()
+            .flat_map(|b| &b.events)
+            .map(|e| if let Event::Lost { events, .. } = e { *events } else { 0 })
+            .sum();
+        assert_eq!(lost, 0, "run {run}");
+        let [allocations, frees, ..] = before_start(&log).expect("a BEFORE_START record");
+        assert!(allocations >= 4 && frees >= 1, "run {run}: {allocations} allocations, {frees} frees");
+        assert_eq!(unknown_frees_from(&log, "/libearly.so"), [0u64; 0], "run {run}");
     }
 }

@@ -7,10 +7,41 @@
  * 999), 1 realloc (100 -> 333): 1765 bytes asked, 3 blocks left (111, 222, 333), which
  * the program frees in `main`.
  * After the end: 2 allocations (4444, 2 x 50 = 100 bytes), 1 realloc (-> 5555), 2 frees:
- * 10099 bytes asked. */
+ * 10099 bytes asked.
+ * With EARLY_MANY=N in the environment, the constructor also allocates N blocks of 48
+ * bytes that the program frees in `main` (more than the recorder keeps track of before
+ * it starts). With EARLY_THREAD=1, the constructor also starts a thread that allocates
+ * and frees (64-byte blocks, 16 held at a time) until `main` calls `early_stop`: it runs
+ * through the recorder's start. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 void *volatile early_blocks[3];
+void **early_many;
+long early_many_n;
+
+static atomic_int early_stopping;
+static pthread_t early_thread;
+static int early_thread_started;
+
+static void *churn(void *arg) {
+    (void)arg;
+    void *volatile held[16] = {0};
+    for (unsigned i = 0; !atomic_load(&early_stopping); i++) {
+        free(held[i % 16]);
+        held[i % 16] = malloc(64);
+    }
+    for (int i = 0; i < 16; i++) free(held[i]);
+    return NULL;
+}
+
+/* Stops and joins the thread EARLY_THREAD started, if any. */
+void early_stop(void) {
+    if (!early_thread_started) return;
+    atomic_store(&early_stopping, 1);
+    pthread_join(early_thread, NULL);
+}
 
 __attribute__((constructor)) static void early_init(void) {
     early_blocks[0] = malloc(111);
@@ -19,6 +50,13 @@ __attribute__((constructor)) static void early_init(void) {
     free(gone);
     void *grown = malloc(100);
     early_blocks[2] = realloc(grown, 333);
+    const char *many = getenv("EARLY_MANY");
+    if (many) {
+        early_many_n = atol(many);
+        early_many = malloc(sizeof(void *) * (size_t)early_many_n);
+        for (long i = 0; i < early_many_n; i++) early_many[i] = malloc(48);
+    }
+    if (getenv("EARLY_THREAD")) early_thread_started = pthread_create(&early_thread, NULL, churn, NULL) == 0;
 }
 
 __attribute__((destructor)) static void late_fini(void) {
