@@ -230,6 +230,15 @@ pub enum Event {
     /// The size of the swap chain or screen, in pixels, from here on (so reports can find
     /// screen-sized render targets). Since format 1.2.
     Display { width: u32, height: u32 },
+    /// The allocator calls made in the process before the recorder could start (the
+    /// dynamic loader's, the C library's start-up, constructors run before the
+    /// recorder's): not recorded one by one, counted. `allocations` calls allocated a
+    /// block, `frees` freed one, `reallocs` resized one, asking for `bytes` in all; `live`
+    /// of those blocks were still allocated when recording started, and the log holds
+    /// each as an allocation without a callstack (so their later frees match);
+    /// `untracked` blocks could not be kept track of (a later free of one is a free of a
+    /// block the log does not know). Not a loss. Since format 1.3.
+    BeforeStart { allocations: u64, frees: u64, reallocs: u64, bytes: u64, live: u64, untracked: u64 },
     /// A length-prefixed record of a kind this reader does not know; skipped.
     Unknown { tag: u8, len: u32 },
 }

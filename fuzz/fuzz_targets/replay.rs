@@ -122,7 +122,7 @@ impl Choices<'_> {
                     name: self.id(),
                 },
             },
-            _ => match self.u8() % 4 {
+            _ => match self.u8() % 5 {
                 0 => Event::Lost { events: self.number(), bytes: self.number(), reason: LossReason::WriteError },
                 1 => Event::ProcessMemory { time: self.number(), resident: self.number(), committed: self.number() },
                 2 => Event::Budget {
@@ -131,7 +131,15 @@ impl Choices<'_> {
                     budget: self.number(),
                     usage: self.number(),
                 },
-                _ => Event::Display { width: self.id(), height: self.id() },
+                3 => Event::Display { width: self.id(), height: self.id() },
+                _ => Event::BeforeStart {
+                    allocations: self.number(),
+                    frees: self.number(),
+                    reallocs: self.number(),
+                    bytes: self.number(),
+                    live: self.number(),
+                    untracked: self.number(),
+                },
             },
         }
     }

@@ -16,8 +16,15 @@
 //!
 //! Unlike `Allocator`, these never start a session from `MEMREPLAY_LOG` on their own:
 //! the interposer calls [`start_from_env`] once the process can run the recorder.
+//!
+//! **Before the start.** The interposer sees calls before the recorder can run (the
+//! dynamic loader's, the C library's start-up). It keeps track of them itself; once a
+//! session records it hands over the blocks still live ([`alloc_before_start`], recorded
+//! without a callstack) and the counts ([`note_calls_before_start`], one `BEFORE_START`
+//! record in the metadata stream, SPEC.md §7.13).
 
 use std::alloc::Layout;
+use std::sync::Mutex;
 
 use crate::imp;
 
@@ -99,4 +106,54 @@ pub fn in_recorder() -> bool {
 /// inside the recorder.
 pub fn request_module_scan(wait: bool) -> bool {
     imp::request_module_scan(wait)
+}
+
+/// The allocator calls made before the recorder started, which the interposer counted
+/// (SPEC.md §7.13, the `BEFORE_START` record).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallsBeforeStart {
+    /// Calls that allocated a block.
+    pub allocations: u64,
+    /// Calls that freed a block.
+    pub frees: u64,
+    /// Calls that resized a block.
+    pub reallocs: u64,
+    /// Bytes the allocations and reallocs asked for.
+    pub bytes: u64,
+    /// Blocks still allocated at the start, each recorded with [`alloc_before_start`].
+    pub live: u64,
+    /// Blocks the interposer could not keep track of.
+    pub untracked: u64,
+}
+
+/// The counts [`note_calls_before_start`] left for the writer, which takes them at its
+/// next module scan.
+static CALLS_BEFORE_START: Mutex<Option<CallsBeforeStart>> = Mutex::new(None);
+
+/// Has the session's writer write `calls` as one `BEFORE_START` record to the metadata
+/// stream: at the module scan this asks for (at once, not waited for), or at the end of
+/// the log at the latest. Nothing when no session records.
+pub fn note_calls_before_start(calls: CallsBeforeStart) {
+    if !imp::is_recording() {
+        return;
+    }
+    *CALLS_BEFORE_START.lock().unwrap_or_else(|e| e.into_inner()) = Some(calls);
+    imp::request_module_scan(false);
+}
+
+/// For the writer: the counts left by [`note_calls_before_start`], once.
+pub(crate) fn take_calls_before_start() -> Option<CallsBeforeStart> {
+    CALLS_BEFORE_START.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// Records a block allocated before the recorder started and still allocated (`size`
+/// bytes at `p`, aligned to `align`), on the calling thread's stream, without a
+/// callstack: where it was allocated from was never seen. Its later free then matches.
+pub fn alloc_before_start(p: *mut u8, size: usize, align: usize) {
+    if p.is_null() || !imp::is_recording() {
+        return;
+    }
+    let Ok(layout) = Layout::from_size_align(size, align) else { return };
+    // An anchor above every frame of the stack: each one is left out, none is kept.
+    imp::record_alloc_at(p, layout, imp::Anchor::at(usize::MAX));
 }

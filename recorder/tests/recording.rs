@@ -226,7 +226,7 @@ fn budgets_and_display_sizes_are_recorded_in_the_querying_threads_stream() {
 
     let log = Log::open(&path).unwrap();
     assert!(log.report.is_clean(), "{:?}", log.report);
-    assert_eq!((log.header.version_major, log.header.version_minor), (1, 2));
+    assert_eq!((log.header.version_major, log.header.version_minor), (1, 3));
     let names = strings(&log);
     let events: Vec<(u32, &Event)> = log.events().collect();
     let vram_id = events

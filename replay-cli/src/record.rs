@@ -14,6 +14,12 @@
 //! of the environment once started, so what the program executes is not recorded, and a
 //! child of `fork` records nothing. One log, of the program itself.
 //!
+//! Calls after the log ended: the library's destructor ends the log, and the destructors
+//! of the libraries initialised before it (libstdc++'s, the C library's) run later. The
+//! library counts what they allocate and free in shared memory this command passes
+//! (a memfd, its descriptor number in `MEMREPLAY_AFTER_END_FD`, [`AfterEnd`]), and
+//! this command says how many there were once the program has exited.
+//!
 //! Everything that can be checked is checked before the program runs (exit status 2):
 //! the program exists and is an ELF executable for this machine with a program
 //! interpreter (a static executable cannot be preloaded), the library is found, the log
@@ -21,6 +27,7 @@
 //! signal N exits 128 + N, as shells say.
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::AsRawFd as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
@@ -76,6 +83,8 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
     let output = std::fs::canonicalize(&output).unwrap_or(output);
     let options = a.recorder_options();
 
+    // Where the preloaded library counts the calls made after the log ended.
+    let after_end = preload.as_ref().and_then(|_| AfterEnd::new());
     let mut cmd = std::process::Command::new(&path);
     cmd.arg0(program).args(args).env("MEMREPLAY_LOG", &output);
     if options.is_empty() {
@@ -92,6 +101,9 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
                 list.push(old);
             }
             cmd.env("LD_PRELOAD", list);
+            if let Some(a) = &after_end {
+                cmd.env("MEMREPLAY_AFTER_END_FD", a.fd.as_raw_fd().to_string());
+            }
         }
         None => eprintln!(
             "replay-cli: {} records itself (built with memreplay's capture_replay_log): not preloading",
@@ -101,12 +113,20 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
     // While the program runs, Ctrl-C and SIGTERM are for it (its recorder ends the log
     // and re-raises them): this process waits and reports what became of it.
     let ignored = ignore_signals();
+    // The counts' descriptor, if any, is made inheritable in the child only: this
+    // process's other children never get it.
+    let inherit = after_end.as_ref().map(|a| a.fd.as_raw_fd());
     // SAFETY: the closure runs in the child between fork and exec, and only calls
-    // `signal`, which is async-signal-safe.
+    // `signal` and `fcntl`, which are async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            if let Some(fd) = inherit {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -128,7 +148,74 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
             output.display()
         ),
     }
+    if let Some(line) = after_end.and_then(|a| a.read()).and_then(|c| c.line()) {
+        eprintln!("replay-cli: {line}");
+    }
     Ok(code)
+}
+
+/// The counts the preloaded library keeps of the calls made after the log ended: shared
+/// memory (a memfd) laid out as `crates/capi/src/preload.rs`'s `AfterEnd`, five `u64` in
+/// native byte order: `attached` (1 once the library counts there), `allocations`,
+/// `frees`, `reallocs`, `bytes`.
+struct AfterEnd {
+    fd: std::os::fd::OwnedFd,
+}
+
+/// What [`AfterEnd`] holds once the program has exited.
+#[derive(Debug, PartialEq, Eq)]
+struct AfterEndCounts {
+    attached: bool,
+    allocations: u64,
+    frees: u64,
+    reallocs: u64,
+    bytes: u64,
+}
+
+impl AfterEnd {
+    /// A page of zeros, or `None` where no memfd can be made (then nothing is counted).
+    fn new() -> Option<AfterEnd> {
+        use std::os::fd::FromRawFd as _;
+        // SAFETY: a constant C string; the descriptor returned is checked and owned.
+        let fd = unsafe { libc::memfd_create(c"memreplay-after-end".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` was just made and is owned by nothing else.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sizes the memfd just made to one page.
+        (unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) } == 0).then_some(AfterEnd { fd })
+    }
+
+    fn read(&self) -> Option<AfterEndCounts> {
+        let mut words = [0u64; 5];
+        let len = std::mem::size_of_val(&words);
+        // SAFETY: reads at most `len` bytes into `words`, which has room for them.
+        let n = unsafe { libc::pread(self.fd.as_raw_fd(), words.as_mut_ptr().cast(), len, 0) };
+        (n == len as isize).then(|| {
+            let [attached, allocations, frees, reallocs, bytes] = words;
+            AfterEndCounts { attached: attached == 1, allocations, frees, reallocs, bytes }
+        })
+    }
+}
+
+impl AfterEndCounts {
+    /// The line `record` says, if the library counted anything.
+    fn line(&self) -> Option<String> {
+        if !self.attached || self.allocations + self.frees + self.reallocs == 0 {
+            return None;
+        }
+        let n = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        Some(format!(
+            "after the log ended, the program made {}, {} and {} ({} bytes asked), not in the log: \
+             counted by libmemreplay (the destructors of libraries initialised before it, the C library's \
+             clean-up)",
+            n(self.allocations, "allocation"),
+            n(self.frees, "free"),
+            n(self.reallocs, "realloc"),
+            self.bytes
+        ))
+    }
 }
 
 /// `program` as a path: itself if it names a directory part, else found in `PATH`.

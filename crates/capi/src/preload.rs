@@ -29,21 +29,45 @@
 //! out every frame at or below it, so a callstack starts at the program's call into
 //! `malloc`, with either capture (`unwind=fp` or `unwind=unwinder`).
 //!
-//! **When it records.** Until this library's constructor has run, calls pass straight
-//! through: the dynamic loader and the C library's start-up allocate before any
-//! constructor, when the recorder cannot run yet (no thread can be started from inside
-//! the loader). The constructor, which runs before those of the program and of the
-//! libraries it preloads before, starts the session from `MEMREPLAY_LOG` (and
-//! `MEMREPLAY_OPTIONS`); the program's constructors are recorded. The log ends in this
-//! library's destructor (not in an `atexit` hook): the loader runs it after every
-//! `atexit` handler, thread-local destructor and C++ static destructor, and after the
-//! program's own destructors, so all those are recorded. What runs later (destructors of
-//! the libraries initialised before this one, the C library's clean-up) is not recorded
-//! and never touches the log. A process ended by `_exit` or a signal other than SIGTERM
-//! and SIGINT (which the recorder handles) leaves a log cut short, which the reader
-//! reads up to its last flush.
-//! Allocations made before the constructor and freed later are frees of blocks the log
-//! does not know; the analyzer counts them as such.
+//! **When it records.** The constructor, which runs before those of the program and of
+//! the libraries it preloads before, starts the session from `MEMREPLAY_LOG` (and
+//! `MEMREPLAY_OPTIONS`); from then on calls are recorded: the program's constructors,
+//! `main`, its `atexit` handlers, thread-local and static destructors.
+//!
+//! **Before the constructor** the recorder cannot run (no thread can be started from
+//! inside the dynamic loader), yet calls come: from the loader and the C library's
+//! start-up (none with glibc 2.36), and from the constructors of the libraries the
+//! program needs, which the loader initialises before a preloaded library that nothing
+//! depends on (libstdc++'s emergency exception pool, 72,704 bytes, in every C++
+//! program). They pass straight through and are kept track of in a static table (no
+//! allocation: `malloc` is what this library is; a spin lock, in case another thread
+//! exists): each block allocated (address, size, alignment; reallocs and frees update
+//! it), the calls counted, and the blocks that do not fit (4096 are kept) counted as
+//! untracked. While the constructor starts the session, the recorder's own calls are
+//! told apart (its thread-local flag) and everyone else's still go to the table. Then,
+//! under the table's lock, the constructor hands it over: each block still live is
+//! recorded as an allocation without a callstack (where it came from was never seen), in
+//! the context `memreplay` / `before recording started`, so that its later free matches;
+//! and the counts become one `BEFORE_START` record (SPEC.md §7.13: calls, bytes, blocks
+//! live, untracked), which is not a loss: `check` does not count it as damage, `info` and
+//! `summarize` say it. A free of one of those blocks on another thread meanwhile waits for
+//! the lock and is recorded after the block's allocation.
+//!
+//! **After the destructor.** The log ends in this library's destructor (not in an
+//! `atexit` hook): the loader runs it after every `atexit` handler, thread-local
+//! destructor and C++ static destructor, and after the program's own destructors, so all
+//! those are recorded. What runs later (the destructors of the libraries initialised
+//! before this one, the C library's clean-up) cannot reach the log: from the destructor
+//! on, calls pass straight through and are counted (allocations, frees, reallocs, bytes
+//! asked), with those of other threads still running while the log ends. Where
+//! `MEMREPLAY_AFTER_END_FD` names shared memory (`replay-cli record` passes a memfd), the
+//! counts go there and `record` says them once the program has exited; the constructor
+//! maps it, closes the descriptor and takes the variable out of the environment.
+//! Measured with glibc 2.36 and GCC 12's libstdc++: a C program and a C++ program make
+//! no call after the destructor (libstdc++ keeps its pool to the end); a library the
+//! program needs whose destructor allocates does (`tests/preload/early_lib.c`).
+//! A process ended by `_exit` or a signal other than SIGTERM and SIGINT (which the
+//! recorder handles) leaves a log cut short, which the reader reads up to its last flush.
 //!
 //! **Children.** Once started, the constructor takes `MEMREPLAY_LOG`, `MEMREPLAY_OPTIONS`
 //! and this library's entry of `LD_PRELOAD` out of the environment, so a program the
@@ -82,7 +106,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 unsafe extern "C" {
     fn __libc_malloc(size: usize) -> *mut c_void;
@@ -98,12 +122,18 @@ unsafe extern "C" {
 /// What glibc's `malloc` aligns every block to on x86_64.
 const MALLOC_ALIGN: usize = 16;
 
-/// Before the constructor: calls pass through.
+/// Before the constructor: calls pass through, kept track of in [`EARLY`].
 const WAITING: u8 = 0;
-/// The constructor ran: calls go to the recorder (which records if a session runs).
+/// The constructor handed the early blocks over: calls go to the recorder (which records
+/// if a session runs).
 const ON: u8 = 1;
 /// Loaded by `dlopen`, or in the child of a `fork`: calls pass through for good.
 const OFF: u8 = 2;
+/// The constructor is starting the session: calls other than the recorder's own are
+/// still kept track of in [`EARLY`] until it hands the table over.
+const STARTING: u8 = 3;
+/// The destructor ended the log: calls pass through and are counted ([`AFTER`]).
+const ENDED: u8 = 4;
 
 static STATE: AtomicU8 = AtomicU8::new(WAITING);
 
@@ -134,25 +164,300 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+// ---- Before the start: the blocks allocated before the recorder could run.
+
+/// Blocks [`EARLY`] keeps track of; more are counted as untracked. The dynamic loader and
+/// the C library allocate a handful before any constructor, a C++ program's libraries'
+/// constructors (libstdc++'s emergency exception pool) a few more.
+const EARLY_BLOCKS: usize = 4096;
+
+/// One block allocated before the start: address, size asked for, alignment.
+#[derive(Clone, Copy)]
+struct EarlyBlock {
+    p: usize,
+    size: usize,
+    align: usize,
+}
+
+/// What was allocated and freed before the session started: the blocks still live and
+/// the calls counted. Plain static memory: `malloc` is what this library is.
+struct EarlyTable {
+    blocks: [EarlyBlock; EARLY_BLOCKS],
+    len: usize,
+    counts: recorder::raw::CallsBeforeStart,
+    /// Handed over to the session: no call is kept track of here any more.
+    closed: bool,
+}
+
+impl EarlyTable {
+    fn alloc(&mut self, p: *mut c_void, size: usize, align: usize) {
+        if p.is_null() {
+            return;
+        }
+        self.counts.allocations += 1;
+        self.counts.bytes = self.counts.bytes.wrapping_add(size as u64);
+        self.track(p, size, align);
+    }
+
+    fn track(&mut self, p: *mut c_void, size: usize, align: usize) {
+        if self.len == EARLY_BLOCKS {
+            self.counts.untracked += 1;
+            return;
+        }
+        self.blocks[self.len] = EarlyBlock { p: p as usize, size, align };
+        self.len += 1;
+    }
+
+    /// Forgets `p` if it is kept here (searching from the newest: a block allocated
+    /// before the start is usually freed soon after).
+    fn forget(&mut self, p: *mut c_void) {
+        if let Some(i) = self.blocks[..self.len].iter().rposition(|b| b.p == p as usize) {
+            self.len -= 1;
+            self.blocks[i] = self.blocks[self.len];
+        }
+    }
+
+    fn free(&mut self, p: *mut c_void) {
+        self.counts.frees += 1;
+        self.forget(p);
+    }
+
+    /// `old` became `new` (`size` bytes) by a successful realloc.
+    fn realloc(&mut self, old: *mut c_void, new: *mut c_void, size: usize) {
+        self.counts.reallocs += 1;
+        self.counts.bytes = self.counts.bytes.wrapping_add(size as u64);
+        self.forget(old);
+        self.track(new, size, MALLOC_ALIGN);
+    }
+}
+
+/// [`EarlyTable`] behind a spin lock: before the constructor only one thread exists as a
+/// rule, but nothing forbids another, and a lock that allocates is no option here.
+struct Early {
+    /// `pthread_self` of the holder, 0 when free.
+    owner: AtomicUsize,
+    table: std::cell::UnsafeCell<EarlyTable>,
+}
+
+// SAFETY: `table` is only reached through `EarlyGuard`, which holds the lock.
+unsafe impl Sync for Early {}
+
+static EARLY: Early = Early {
+    owner: AtomicUsize::new(0),
+    table: std::cell::UnsafeCell::new(EarlyTable {
+        blocks: [EarlyBlock { p: 0, size: 0, align: 0 }; EARLY_BLOCKS],
+        len: 0,
+        counts: recorder::raw::CallsBeforeStart {
+            allocations: 0,
+            frees: 0,
+            reallocs: 0,
+            bytes: 0,
+            live: 0,
+            untracked: 0,
+        },
+        closed: false,
+    }),
+};
+
+/// The early table, locked until dropped.
+struct EarlyGuard(&'static mut EarlyTable);
+
+impl std::ops::Deref for EarlyGuard {
+    type Target = EarlyTable;
+    fn deref(&self) -> &EarlyTable {
+        self.0
+    }
+}
+
+impl std::ops::DerefMut for EarlyGuard {
+    fn deref_mut(&mut self) -> &mut EarlyTable {
+        self.0
+    }
+}
+
+impl Drop for EarlyGuard {
+    fn drop(&mut self) {
+        EARLY.owner.store(0, Ordering::Release);
+    }
+}
+
+/// Who is calling: `pthread_self`, which reads the thread pointer (no allocation, no
+/// thread-local storage of this library).
+fn me() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
+}
+
+enum Locked {
+    Open(EarlyGuard),
+    /// Handed over: the call goes to the recorder.
+    Closed,
+    /// This thread holds the lock already (the hand-over itself): the call passes through.
+    Mine,
+}
+
+fn lock_early() -> Locked {
+    let me = me();
+    loop {
+        match EARLY.owner.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(owner) if owner == me => return Locked::Mine,
+            Err(_) => std::hint::spin_loop(),
+        }
+    }
+    // SAFETY: the lock is held (until the guard drops): no other reference to the table.
+    let guard = EarlyGuard(unsafe { &mut *EARLY.table.get() });
+    if guard.closed {
+        Locked::Closed
+    } else {
+        Locked::Open(guard)
+    }
+}
+
+// ---- After the end: calls counted where `replay-cli record` can read them.
+
+/// Calls made after this library's destructor ended the log, counted. The constructor
+/// maps the shared memory that `MEMREPLAY_AFTER_END_FD` names (`replay-cli record`
+/// passes a memfd): five `u64` in native byte order, `attached` (1 once the library
+/// counts there), `allocations`, `frees`, `reallocs`, `bytes` (asked for by the
+/// allocations and reallocs). Without one, the counts stay in this process.
+#[repr(C)]
+struct AfterEnd {
+    attached: AtomicU64,
+    allocations: AtomicU64,
+    frees: AtomicU64,
+    reallocs: AtomicU64,
+    bytes: AtomicU64,
+}
+
+static AFTER_HERE: AfterEnd = AfterEnd {
+    attached: AtomicU64::new(0),
+    allocations: AtomicU64::new(0),
+    frees: AtomicU64::new(0),
+    reallocs: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+};
+
+/// Where calls after the end are counted: [`AFTER_HERE`] or the shared memory.
+static AFTER: AtomicPtr<AfterEnd> = AtomicPtr::new(&AFTER_HERE as *const AfterEnd as *mut AfterEnd);
+
+fn after() -> &'static AfterEnd {
+    // SAFETY: `AFTER` points at `AFTER_HERE` or at shared memory mapped for good.
+    unsafe { &*AFTER.load(Ordering::Acquire) }
+}
+
+/// Maps what `MEMREPLAY_AFTER_END_FD` names, closes the descriptor and takes the
+/// variable out of the environment (a program run from here does not count into it).
+/// Allocates nothing.
+fn attach_after_end_counts() {
+    // SAFETY: getenv's string is read at once, before anything changes the environment.
+    let fd = unsafe {
+        let v = libc::getenv(c"MEMREPLAY_AFTER_END_FD".as_ptr());
+        if v.is_null() {
+            return;
+        }
+        let digits = std::ffi::CStr::from_ptr(v).to_bytes();
+        let fd = digits.iter().try_fold(0i32, |n, &d| {
+            d.is_ascii_digit().then_some(())?;
+            n.checked_mul(10)?.checked_add(i32::from(d - b'0'))
+        });
+        libc::unsetenv(c"MEMREPLAY_AFTER_END_FD".as_ptr());
+        match fd {
+            Some(fd) if !digits.is_empty() => fd,
+            _ => return,
+        }
+    };
+    let len = std::mem::size_of::<AfterEnd>();
+    // SAFETY: maps `len` bytes of the descriptor, shared; the result is checked.
+    let page =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+    // SAFETY: the descriptor was passed for this library only; the mapping stays.
+    unsafe { libc::close(fd) };
+    if page == libc::MAP_FAILED {
+        return;
+    }
+    let page = page as *mut AfterEnd;
+    // SAFETY: a fresh page-aligned mapping of at least `len` bytes: room for an
+    // `AfterEnd`, whose atomics are plain `u64`s in memory.
+    unsafe { (*page).attached.store(1, Ordering::Release) };
+    AFTER.store(page, Ordering::Release);
+}
+
+// ---- Where a call goes when the interposer is not simply on (cold).
+
+enum Route {
+    /// To the recorder.
+    Record,
+    /// Kept track of before the start (the table, locked).
+    Early(EarlyGuard),
+    /// Counted after the end.
+    Ended,
+    /// Straight through: the recorder's own, or off for good.
+    Pass,
+}
+
+#[cold]
+fn route() -> Route {
+    match STATE.load(Ordering::Acquire) {
+        ON => Route::Record,
+        // While starting, the recorder's own calls are its own (its thread-local storage
+        // may be touched from there on: the constructor checked that it exists).
+        STARTING if recorder::raw::in_recorder() => Route::Pass,
+        WAITING | STARTING => match lock_early() {
+            Locked::Open(t) => Route::Early(t),
+            Locked::Closed => Route::Record,
+            Locked::Mine => Route::Pass,
+        },
+        ENDED if recorder::raw::in_recorder() => Route::Pass,
+        ENDED => Route::Ended,
+        _ => Route::Pass,
+    }
+}
+
+/// Counts a call after the end: `allocations`, `frees` or `reallocs`, with the bytes asked.
+fn count_after(which: fn(&AfterEnd) -> &AtomicU64, bytes: usize) {
+    let a = after();
+    which(a).fetch_add(1, Ordering::Relaxed);
+    a.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+/// An allocation of `size` bytes aligned to `align`, made by `real`, recorded.
+#[inline(always)]
+fn allocate(size: usize, align: usize, anchor: usize, real: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let p = real();
+    if !on() {
+        return allocated_otherwise(p, size, align, anchor);
+    }
+    recorder::raw::alloc(p.cast(), size, align, anchor);
+    p
+}
+
+/// The block `p` just allocated when the interposer is not on; returns `p`. (Allocated
+/// before the table's lock is taken: if the table was handed over meanwhile, the block
+/// is recorded as any other.)
+#[cold]
+#[inline(never)]
+fn allocated_otherwise(p: *mut c_void, size: usize, align: usize, anchor: usize) -> *mut c_void {
+    match route() {
+        Route::Record => recorder::raw::alloc(p.cast(), size, align, anchor),
+        Route::Early(mut t) => t.alloc(p, size, align),
+        Route::Ended if !p.is_null() => count_after(|a| &a.allocations, size),
+        Route::Ended | Route::Pass => {}
+    }
+    p
+}
+
 // ---- The Rust side of each entry point: `anchor` is the entry point's stack pointer,
 // just below its frame record.
 
 extern "C" fn malloc_impl(size: usize, anchor: usize) -> *mut c_void {
     // SAFETY: glibc's malloc, with the caller's argument.
-    let p = unsafe { __libc_malloc(size) };
-    if on() {
-        recorder::raw::alloc(p.cast(), size, MALLOC_ALIGN, anchor);
-    }
-    p
+    allocate(size, MALLOC_ALIGN, anchor, || unsafe { __libc_malloc(size) })
 }
 
 extern "C" fn calloc_impl(n: usize, size: usize, anchor: usize) -> *mut c_void {
     // SAFETY: glibc's calloc, with the caller's arguments (it checks the product).
-    let p = unsafe { __libc_calloc(n, size) };
-    if on() {
-        recorder::raw::alloc(p.cast(), n.wrapping_mul(size), MALLOC_ALIGN, anchor);
-    }
-    p
+    allocate(n.wrapping_mul(size), MALLOC_ALIGN, anchor, || unsafe { __libc_calloc(n, size) })
 }
 
 extern "C" fn free_impl(p: *mut c_void, anchor: usize) {
@@ -161,35 +466,88 @@ extern "C" fn free_impl(p: *mut c_void, anchor: usize) {
     }
     if on() {
         recorder::raw::free(p.cast(), anchor);
+    } else {
+        free_otherwise(p, anchor);
     }
     // SAFETY: glibc's free, with the caller's block.
     unsafe { __libc_free(p) }
 }
 
+/// A free of `p` (not null) when the interposer is not on; the caller frees `p` after.
+#[cold]
+#[inline(never)]
+fn free_otherwise(p: *mut c_void, anchor: usize) {
+    match route() {
+        Route::Record => recorder::raw::free(p.cast(), anchor),
+        // Forgotten before the real free: the table never holds a freed address.
+        Route::Early(mut t) => t.free(p),
+        Route::Ended => count_after(|a| &a.frees, 0),
+        Route::Pass => {}
+    }
+}
+
 /// `realloc` as glibc does it, recorded as what happened.
 fn realloc_recorded(p: *mut c_void, size: usize, anchor: usize) -> *mut c_void {
-    if !on() {
-        // SAFETY: glibc's realloc, with the caller's arguments.
-        return unsafe { __libc_realloc(p, size) };
+    if on() {
+        realloc_to_recorder(p, size, anchor)
+    } else {
+        realloc_otherwise(p, size, anchor)
     }
+}
+
+/// `realloc`, recorded by the recorder (if a session records).
+#[inline(always)]
+fn realloc_to_recorder(p: *mut c_void, size: usize, anchor: usize) -> *mut c_void {
+    // SAFETY: glibc's realloc, with the caller's arguments.
+    let real = || unsafe { __libc_realloc(p, size) };
     if p.is_null() {
         // A malloc.
-        // SAFETY: as above.
-        let q = unsafe { __libc_realloc(p, size) };
+        let q = real();
         recorder::raw::alloc(q.cast(), size, MALLOC_ALIGN, anchor);
         return q;
     }
     if size == 0 {
         // glibc frees `p` and returns NULL: a free.
         recorder::raw::free(p.cast(), anchor);
-        // SAFETY: as above.
-        return unsafe { __libc_realloc(p, size) };
+        return real();
     }
     let ticket = recorder::raw::realloc_begin(p.cast());
-    // SAFETY: as above.
-    let q = unsafe { __libc_realloc(p, size) };
+    let q = real();
     recorder::raw::realloc_end(ticket, p.cast(), q.cast(), MALLOC_ALIGN, size, anchor);
     q
+}
+
+#[cold]
+#[inline(never)]
+fn realloc_otherwise(p: *mut c_void, size: usize, anchor: usize) -> *mut c_void {
+    // SAFETY: glibc's realloc, with the caller's arguments.
+    let real = || unsafe { __libc_realloc(p, size) };
+    match route() {
+        Route::Record => realloc_to_recorder(p, size, anchor),
+        Route::Early(mut t) => {
+            // The real call under the lock: a hand-over between it and the table's
+            // update would record `p` live after it was freed or moved.
+            let q = real();
+            match (p.is_null(), size) {
+                (true, _) => t.alloc(q, size, MALLOC_ALIGN),
+                (false, 0) => t.free(p),
+                (false, _) if !q.is_null() => t.realloc(p, q, size),
+                _ => {}
+            }
+            q
+        }
+        Route::Ended => {
+            let q = real();
+            match (p.is_null(), size) {
+                (true, _) if !q.is_null() => count_after(|a| &a.allocations, size),
+                (false, 0) => count_after(|a| &a.frees, 0),
+                (false, _) if !q.is_null() => count_after(|a| &a.reallocs, size),
+                _ => {}
+            }
+            q
+        }
+        Route::Pass => real(),
+    }
 }
 
 extern "C" fn realloc_impl(p: *mut c_void, size: usize, anchor: usize) -> *mut c_void {
@@ -209,11 +567,7 @@ extern "C" fn reallocarray_impl(p: *mut c_void, n: usize, size: usize, anchor: u
 /// A block of `size` bytes aligned to `align` (any value; glibc rounds it up).
 fn memalign_recorded(align: usize, size: usize, anchor: usize) -> *mut c_void {
     // SAFETY: glibc's memalign, with the caller's arguments.
-    let p = unsafe { __libc_memalign(align, size) };
-    if on() {
-        recorder::raw::alloc(p.cast(), size, effective_align(align), anchor);
-    }
-    p
+    allocate(size, effective_align(align), anchor, || unsafe { __libc_memalign(align, size) })
 }
 
 extern "C" fn posix_memalign_impl(out: *mut *mut c_void, align: usize, size: usize, anchor: usize) -> c_int {
@@ -258,23 +612,15 @@ extern "C" fn memalign_impl(align: usize, size: usize, anchor: usize) -> *mut c_
 
 extern "C" fn valloc_impl(size: usize, anchor: usize) -> *mut c_void {
     // SAFETY: glibc's valloc, with the caller's argument.
-    let p = unsafe { __libc_valloc(size) };
-    if on() {
-        recorder::raw::alloc(p.cast(), size, page_size(), anchor);
-    }
-    p
+    allocate(size, page_size(), anchor, || unsafe { __libc_valloc(size) })
 }
 
 extern "C" fn pvalloc_impl(size: usize, anchor: usize) -> *mut c_void {
+    let page = page_size();
+    // What glibc allocates: the size rounded up to whole pages, one page for 0.
+    let rounded = size.max(1).div_ceil(page).saturating_mul(page);
     // SAFETY: glibc's pvalloc, with the caller's argument.
-    let p = unsafe { __libc_pvalloc(size) };
-    if on() {
-        let page = page_size();
-        // What glibc allocated: the size rounded up to whole pages, one page for 0.
-        let rounded = size.max(1).div_ceil(page).saturating_mul(page);
-        recorder::raw::alloc(p.cast(), rounded, page, anchor);
-    }
-    p
+    allocate(rounded, page, anchor, || unsafe { __libc_pvalloc(size) })
 }
 
 // ---- The entry points. Each pushes a frame record (so the frame-pointer walk finds the
@@ -482,19 +828,23 @@ extern "C" fn in_fork_child() {
     recorder::raw::forget_session_after_fork();
 }
 
-/// The library's constructor: turns the interposer on (or off for good when `dlopen`ed)
-/// and starts the session from the environment.
+/// The library's constructor: starts the session from the environment, hands it the
+/// blocks allocated before (and the counts), and turns the interposer on; or turns it
+/// off for good when `dlopen`ed.
 extern "C" fn init() {
     if !tls_block_ready() {
         STATE.store(OFF, Ordering::Release);
         return;
     }
+    // From here the recorder's own calls are told apart (thread-local storage exists);
+    // everyone else's are still kept track of in the early table.
+    STATE.store(STARTING, Ordering::Release);
     // SAFETY: gnu_get_libc_version returns a static string.
     let version = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) };
     ALIGNED_ALLOC_CHECKS.store(checks_alignment(version.to_bytes()), Ordering::Relaxed);
-    STATE.store(ON, Ordering::Release);
     // SAFETY: registers a plain function for the child of every later fork.
     unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
+    attach_after_end_counts();
     // SAFETY: getenv's pointer is read at once.
     let asked = unsafe {
         let v = libc::getenv(c"MEMREPLAY_LOG".as_ptr());
@@ -505,16 +855,50 @@ extern "C" fn init() {
         // What this takes (Rust's, and setenv's copies) is the recorder's own.
         recorder::untracked(clear_environment);
     }
+    hand_over_early_blocks();
+}
+
+/// The context type and name of the blocks allocated before the session started.
+const BEFORE_START_CONTEXT: (&str, &str) = ("memreplay", "before recording started");
+
+/// Closes the early table: if a session records, each block still live in it is recorded
+/// as an allocation without a callstack (in the context [`BEFORE_START_CONTEXT`]), and
+/// the counts as one `BEFORE_START` record; then the interposer is on. Under the table's
+/// lock throughout, so that another thread's free of such a block waits, and is recorded
+/// after its allocation. (Whatever the recorder allocates meanwhile is its own and never
+/// takes the lock.)
+fn hand_over_early_blocks() {
+    let mut t = match lock_early() {
+        Locked::Open(t) => t,
+        Locked::Closed | Locked::Mine => return,
+    };
+    t.closed = true;
+    if recorder::is_recording() {
+        let live = t.len;
+        {
+            let _context = recorder::push_context(BEFORE_START_CONTEXT.0, BEFORE_START_CONTEXT.1, false);
+            for b in &t.blocks[..live] {
+                recorder::raw::alloc_before_start(b.p as *mut u8, b.size, b.align);
+            }
+        }
+        let mut counts = t.counts;
+        counts.live = live as u64;
+        recorder::raw::note_calls_before_start(counts);
+    }
+    STATE.store(ON, Ordering::Release);
+    drop(t);
 }
 
 /// The library's destructor: ends the log. The dynamic loader runs it after every
 /// `atexit` handler and after the destructors of the program (initialised after this
-/// library, finalised before it), so what those allocate and free is recorded; what
+/// library, finalised before it), so what those allocate and free is recorded. What
 /// runs later (the destructors of the libraries this one was initialised after, such as
-/// the C library's) is not.
+/// libstdc++'s and the C library's) cannot reach the log: from here on calls are counted
+/// ([`AfterEnd`]), and so is what other threads still running do while the log ends.
 extern "C" fn fini() {
-    if STATE.load(Ordering::Acquire) == ON {
-        let _ = recorder::stop();
+    if STATE.compare_exchange(ON, ENDED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        // The session's figures, dropped inside too: their memory is the recorder's.
+        recorder::untracked(|| drop(recorder::stop()));
     }
 }
 

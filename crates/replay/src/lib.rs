@@ -36,8 +36,8 @@ pub use ids::{FxHasher, FxMap, NodeId, ROOT};
 pub use live::FREED_REMEMBERED;
 pub use memory::{default_ceiling, over_ceiling, process_limit, set_ceiling, Ceiling, OutOfRoom};
 pub use model::{
-    Anomalies, DomainInfo, DomainTotals, Figures, FrameMark, Held, LabelSnapshots, Marker, ModuleRecord, Node, Peak,
-    ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
+    Anomalies, CallsBeforeStart, DomainInfo, DomainTotals, Figures, FrameMark, Held, LabelSnapshots, Marker,
+    ModuleRecord, Node, Peak, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
 pub use source::{EventSink, IndexedLog};
 pub use state::ReplayState;

@@ -258,6 +258,34 @@ pub struct FrameMark {
     pub time_ns: u64,
 }
 
+/// The allocator calls a process made before its recorder could start (a log's
+/// `BeforeStart` record, format 1.3, SPEC.md §7.13): counted, not recorded one by one, and
+/// not a loss. `live` of their blocks were still allocated when recording started and are
+/// in the log as allocations without a callstack (so their frees match); a free of one
+/// of the `untracked` blocks is a free of an unknown block ([`Anomalies::untracked_frees`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CallsBeforeStart {
+    /// Calls that allocated a block.
+    pub allocations: u64,
+    /// Calls that freed a block.
+    pub frees: u64,
+    /// Calls that resized a block.
+    pub reallocs: u64,
+    /// Bytes the allocations and reallocs asked for.
+    pub bytes: u64,
+    /// Blocks still allocated when recording started (recorded as allocations).
+    pub live: u64,
+    /// Blocks the recorder could not keep track of.
+    pub untracked: u64,
+}
+
+impl CallsBeforeStart {
+    /// Every call counted.
+    pub fn calls(&self) -> u64 {
+        self.allocations.saturating_add(self.frees).saturating_add(self.reallocs)
+    }
+}
+
 /// Things in the log that do not add up, counted rather than fatal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Anomalies {

@@ -25,8 +25,8 @@ use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, 
 use super::ids::{DomIndex, FxMap, NodeId, ROOT};
 use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, BIG};
 use super::model::{
-    Anomalies, AtPeak, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker, ModuleRecord, Node, Peak,
-    PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
+    Anomalies, AtPeak, CallsBeforeStart, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker,
+    ModuleRecord, Node, Peak, PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
 use super::timeline::{BudgetSample, BudgetSamples, ProcessMemory, ProcessSample, Timeline};
 
@@ -69,6 +69,9 @@ pub struct ReplayState {
     pub events: u64,
     /// See `events`.
     pub lost_events: u64,
+    /// What the process's allocator did before the recorder started (`BeforeStart`
+    /// records, summed), if the log says.
+    pub before_start: Option<CallsBeforeStart>,
     /// The latest clock reading of any thread, in ticks.
     pub end_time_ns: u64,
     /// The deepest context nesting seen past [`MAX_CONTEXT_DEPTH`], 0 if none.
@@ -333,6 +336,19 @@ impl ReplayState {
                 self.budgets.entry(domain).or_default().push(BudgetSample { time_ns: time, budget, usage });
             }
             Event::Display { width, height } => self.display = Some((width, height)),
+            Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked } => {
+                let b = self.before_start.get_or_insert_with(CallsBeforeStart::default);
+                for (sum, n) in [
+                    (&mut b.allocations, allocations),
+                    (&mut b.frees, frees),
+                    (&mut b.reallocs, reallocs),
+                    (&mut b.bytes, bytes),
+                    (&mut b.live, live),
+                    (&mut b.untracked, untracked),
+                ] {
+                    *sum = sum.saturating_add(n);
+                }
+            }
             Event::Module { base, size, load_bias, path, ref build_id } => {
                 // Only the recorder's metadata stream maps modules (as `ModuleMap::read`).
                 if self.threads[ti].id == memreplay_format::block::METADATA_THREAD {

@@ -12,7 +12,9 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::integrity::LogIntegrity;
+use crate::table::{plural, size};
 use crate::time::{format_ms, format_utc};
+use memreplay_replay::CallsBeforeStart;
 
 /// Everything `info` reports. Serializes to the `--json` output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,6 +41,11 @@ pub struct Info {
     pub frames: u64,
     /// Whether the log is whole, and what was lost if not.
     pub integrity: Integrity,
+    /// The allocator calls made before recording started (format 1.3 `BeforeStart`
+    /// records, summed): counted, not recorded one by one, and not a loss. Absent when
+    /// the log has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_start: Option<CallsBeforeStart>,
 }
 
 /// The file header's facts.
@@ -118,6 +125,8 @@ pub struct EventCounts {
     pub budget: u64,
     /// `Display` sizes (format 1.2).
     pub display: u64,
+    /// `BeforeStart` records (format 1.3).
+    pub before_start: u64,
     /// `Lost` records, and the events they say were lost.
     pub lost: u64,
     pub lost_events: u64,
@@ -150,7 +159,7 @@ pub struct RecordBytes {
 }
 
 /// The record kinds of [`LogBytes::raw_by_record`], by [`record_kind`].
-const RECORD_KINDS: [&str; 25] = [
+const RECORD_KINDS: [&str; 26] = [
     "alloc",
     "free",
     "realloc",
@@ -174,6 +183,7 @@ const RECORD_KINDS: [&str; 25] = [
     "process_memory",
     "budget",
     "display",
+    "before_start",
     "lost",
     "unknown",
 ];
@@ -204,8 +214,9 @@ fn record_kind(e: &Event) -> usize {
         Event::ProcessMemory { .. } => 20,
         Event::Budget { .. } => 21,
         Event::Display { .. } => 22,
-        Event::Lost { .. } => 23,
-        Event::Unknown { .. } => 24,
+        Event::BeforeStart { .. } => 23,
+        Event::Lost { .. } => 24,
+        Event::Unknown { .. } => 25,
     }
 }
 
@@ -391,6 +402,7 @@ struct Counter {
     stored: u64,
     raw: u64,
     record_bytes: [(u64, u64); RECORD_KINDS.len()],
+    before_start: Option<CallsBeforeStart>,
 }
 
 impl Counter {
@@ -480,6 +492,20 @@ impl Counter {
                 Event::ProcessMemory { .. } => counts.process_memory += 1,
                 Event::Budget { .. } => counts.budget += 1,
                 Event::Display { .. } => counts.display += 1,
+                Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked } => {
+                    counts.before_start += 1;
+                    let b = self.before_start.get_or_insert_with(CallsBeforeStart::default);
+                    for (sum, n) in [
+                        (&mut b.allocations, allocations),
+                        (&mut b.frees, frees),
+                        (&mut b.reallocs, reallocs),
+                        (&mut b.bytes, bytes),
+                        (&mut b.live, live),
+                        (&mut b.untracked, untracked),
+                    ] {
+                        *sum = sum.saturating_add(*n);
+                    }
+                }
                 Event::ThreadInfo { os_tid, name } => {
                     counts.thread_info += 1;
                     let t = self.threads.get_mut(&stream).expect("inserted above");
@@ -521,6 +547,7 @@ impl Counter {
             stored,
             raw,
             record_bytes,
+            before_start,
             ..
         } = self;
         let bytes = LogBytes {
@@ -619,6 +646,7 @@ impl Counter {
             events: counts,
             bytes,
             integrity,
+            before_start,
         }
     }
 }
@@ -716,8 +744,8 @@ impl Info {
         }
         writeln!(o, "  {:<16} {:>9}", "module", e.module)?;
         writeln!(o, "  {:<16} {:>9}", "process memory", e.process_memory)?;
-        // Format 1.2 records: said when a log has them.
-        for (name, n) in [("budget", e.budget), ("display", e.display)] {
+        // Format 1.2 and 1.3 records: said when a log has them.
+        for (name, n) in [("budget", e.budget), ("display", e.display), ("before start", e.before_start)] {
             if n > 0 {
                 writeln!(o, "  {name:<16} {n:>9}")?;
             }
@@ -793,8 +821,34 @@ impl Info {
         if i.recorder_lost_events > 0 {
             writeln!(o, "  the recorder itself lost {} events", i.recorder_lost_events)?;
         }
+        if let Some(b) = &self.before_start {
+            writeln!(o, "\nbefore recording started (counted, not recorded one by one; not a loss)")?;
+            writeln!(o, "  {}", before_start_text(b))?;
+        }
         Ok(())
     }
+}
+
+/// What a log says of the calls before recording started, in one line: `3 allocations,
+/// 1 free, 0 reallocs (72 KiB asked); 2 blocks still live at the start, recorded without
+/// a callstack`.
+pub fn before_start_text(b: &CallsBeforeStart) -> String {
+    let mut line = format!(
+        "{}, {}, {} ({} asked); {} still live at the start, recorded without a callstack",
+        plural(b.allocations, "allocation"),
+        plural(b.frees, "free"),
+        plural(b.reallocs, "realloc"),
+        size(b.bytes),
+        plural(b.live, "block")
+    );
+    if b.untracked > 0 {
+        let _ = write!(
+            line,
+            "; {} not kept track of (their frees are frees of unknown blocks)",
+            plural(b.untracked, "block")
+        );
+    }
+    line
 }
 
 /// The entry of domain `id`, created with placeholder facts if it was never defined.

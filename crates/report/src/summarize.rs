@@ -10,7 +10,7 @@ use serde::Serialize;
 use memreplay_format::{header_flags, DomainKind};
 
 use crate::time::{format_ms, format_utc};
-use memreplay_replay::{Anomalies, ReplayState, ROOT};
+use memreplay_replay::{Anomalies, CallsBeforeStart, ReplayState, ROOT};
 use memreplay_symbols::{SiteName, SymbolStats, Symbolizer};
 
 use crate::efficiency::{self, Container, ContextEfficiency, Usage};
@@ -43,6 +43,10 @@ pub struct Summary {
     pub integrity: Integrity,
     /// What the replay found that does not add up (frees of blocks never allocated, ...).
     pub anomalies: Anomalies,
+    /// The allocator calls the process made before recording started (format 1.3):
+    /// counted, not recorded one by one, and not a loss. Absent when the log has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_start: Option<CallsBeforeStart>,
     /// Per domain: live, peak and total figures.
     pub domains: Vec<DomainSummary>,
     /// Over the top-level domains only: a pool's blocks are not added to the heap
@@ -117,6 +121,7 @@ impl Summary {
             },
             integrity: self.integrity.clone(),
             anomalies: self.anomalies.clone(),
+            before_start: self.before_start,
             domains: self.domains.clone(),
             total: self.total.clone(),
             top_contexts: self.top_contexts.clone(),
@@ -551,6 +556,7 @@ pub fn build(l: &Loaded) -> Summary {
         capture,
         integrity,
         anomalies: state.anomalies.clone(),
+        before_start: state.before_start,
         domains,
         total,
         top_contexts,
@@ -810,6 +816,9 @@ impl Summary {
         .map(|(n, what, tail)| if tail.is_empty() { plural(*n, what) } else { format!("{} {tail}", plural(*n, what)) })
         .collect();
         writeln!(o, "  anomalies  {}", if anomalies.is_empty() { "none".to_owned() } else { anomalies.join(", ") })?;
+        if let Some(b) = &self.before_start {
+            writeln!(o, "  before     recording started: {}", crate::info::before_start_text(b))?;
+        }
         if let Some(t) = &self.selection.thread {
             writeln!(o, "  thread     only allocations made by {}", t.name.as_deref().unwrap_or("(unnamed)"))?;
         }

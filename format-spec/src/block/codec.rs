@@ -334,6 +334,13 @@ impl EventEncoder {
                 put_u64(b, u64::from(width));
                 put_u64(b, u64::from(height));
             }),
+            Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked } => {
+                self.sized(tag::BEFORE_START, |b| {
+                    for v in [allocations, frees, reallocs, bytes, live, untracked] {
+                        put_u64(b, v);
+                    }
+                })
+            }
             Event::Unknown { .. } => {
                 // Nothing to write: an unknown record's body was not kept.
                 self.count -= 1;
@@ -629,6 +636,7 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
         tag::PROCESS_MEMORY => "process memory sample",
         tag::BUDGET => "budget sample",
         tag::DISPLAY => "display size",
+        tag::BEFORE_START => "calls before start",
         _ => return Ok(Event::Unknown { tag: t, len: body.len() as u32 }),
     };
     let r = (|| -> Result<Event, CursorError> {
@@ -691,6 +699,14 @@ fn decode_sized(t: u8, body: &[u8]) -> Result<Event, (&'static str, CursorError)
             tag::PROCESS_MEMORY => Event::ProcessMemory { time: b.u64()?, resident: b.u64()?, committed: b.u64()? },
             tag::BUDGET => Event::Budget { domain: b.u32()?, time: b.u64()?, budget: b.u64()?, usage: b.u64()? },
             tag::DISPLAY => Event::Display { width: b.u32()?, height: b.u32()? },
+            tag::BEFORE_START => Event::BeforeStart {
+                allocations: b.u64()?,
+                frees: b.u64()?,
+                reallocs: b.u64()?,
+                bytes: b.u64()?,
+                live: b.u64()?,
+                untracked: b.u64()?,
+            },
             _ => unreachable!("filtered above"),
         })
     })();

@@ -197,6 +197,7 @@ pub mod tag {
     pub const PROCESS_MEMORY: u8 = 0x28;
     pub const BUDGET: u8 = 0x29;
     pub const DISPLAY: u8 = 0x2a;
+    pub const BEFORE_START: u8 = 0x2b;
 }
 pub const FIRST_SIZED_TAG: u8 = 0x20;
 /// Entries of each recent-address list (SPEC.md §6.1).

@@ -116,6 +116,7 @@ fn sized_events() -> Vec<Event> {
         Event::ProcessMemory { time: 5_000_000, resident: 48 << 20, committed: 64 << 20 },
         Event::Budget { domain: 6, time: 7_000_000, budget: 6 << 30, usage: 5 << 30 },
         Event::Display { width: 2560, height: 1440 },
+        Event::BeforeStart { allocations: 9, frees: 4, reallocs: 1, bytes: 74_000, live: 5, untracked: 0 },
     ]
 }
 
@@ -171,6 +172,21 @@ fn budget_and_display_records_decode_as_specified() {
         ]
     );
     assert_eq!(encode(&got), payload);
+}
+
+#[test]
+fn before_start_records_decode_as_specified() {
+    // BEFORE_START: tag 0x2b, body 8: allocations 3, frees 1, reallocs 0, bytes 72,704
+    // (80 b8 04), live 2, untracked 0.
+    let payload = [0x2b, 0x08, 0x03, 0x01, 0x00, 0x80, 0xb8, 0x04, 0x02, 0x00];
+    let got: Vec<Event> = decode_events(&payload).collect::<Result<_, _>>().unwrap();
+    let want = Event::BeforeStart { allocations: 3, frees: 1, reallocs: 0, bytes: 72_704, live: 2, untracked: 0 };
+    assert_eq!(got, [want]);
+    assert_eq!(encode(&got), payload);
+    // The body ends before `untracked`: malformed.
+    let short = [0x2b, 0x07, 0x03, 0x01, 0x00, 0x80, 0xb8, 0x04, 0x02];
+    let got: Vec<_> = decode_events(&short).collect();
+    assert_eq!(got, [Err(BlockError::Malformed { offset: 0, what: "calls before start" })]);
 }
 
 #[test]

@@ -100,6 +100,14 @@ fn event() -> impl Strategy<Value = Event> {
         (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>())
             .prop_map(|(domain, time, budget, usage)| { Event::Budget { domain, time, budget, usage } }),
         (any::<u32>(), any::<u32>()).prop_map(|(width, height)| Event::Display { width, height }),
+        (any::<[u64; 6]>()).prop_map(|[allocations, frees, reallocs, bytes, live, untracked]| Event::BeforeStart {
+            allocations,
+            frees,
+            reallocs,
+            bytes,
+            live,
+            untracked
+        }),
     ]
 }
 
@@ -358,6 +366,8 @@ fn extreme_values_round_trip() {
         Event::Budget { domain: 0, time: 0, budget: 0, usage: 0 },
         Event::Display { width: m32, height: m32 },
         Event::Display { width: 0, height: 0 },
+        Event::BeforeStart { allocations: m64, frees: m64, reallocs: m64, bytes: m64, live: m64, untracked: m64 },
+        Event::BeforeStart { allocations: 0, frees: 0, reallocs: 0, bytes: 0, live: 0, untracked: 0 },
     ];
     check_round_trip(&fixed_header(), &[(u32::MAX, all_max)], u64::MAX, u64::MAX);
 }

@@ -198,7 +198,8 @@ impl Writer {
         true
     }
 
-    /// Records modules loaded since the last scan, for offline symbolication.
+    /// Records modules loaded since the last scan, for offline symbolication; and, once,
+    /// what an interposer counted before the start (`raw::note_calls_before_start`).
     fn scan_modules(&mut self) {
         use findshlibs::{SharedLibrary, SharedLibraryId, TargetSharedLibrary};
         let mut found = Vec::new();
@@ -222,6 +223,12 @@ impl Writer {
             }
             let path = self.enc.string(METADATA, &path);
             self.enc.emit(METADATA, &Event::Module { base, size, load_bias, path, build_id });
+        }
+        // What an interposer counted before the start (`raw::note_calls_before_start`
+        // asks for a scan to have it written).
+        if let Some(c) = crate::raw::take_calls_before_start() {
+            let crate::raw::CallsBeforeStart { allocations, frees, reallocs, bytes, live, untracked } = c;
+            self.enc.emit(METADATA, &Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked });
         }
     }
 }

@@ -346,7 +346,7 @@ fn summarize_json_has_every_figure() {
 }
 
 /// The whole text of `summarize` on the log (after its first line, the path).
-const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.2)
+const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.3)
   captured   allocations, allocation callstacks, usage changes; callstacks up to 16 frames
   duration   4.000 ms, 72 events, 2 frames (0..=1)
   threads    main (35 events), worker (10 events)
