@@ -33,7 +33,13 @@ use crate::imp;
 /// or when the calling thread is inside the recorder.
 #[inline]
 pub fn alloc(p: *mut u8, size: usize, align: usize, anchor: usize) {
-    if p.is_null() || !imp::is_recording() {
+    if p.is_null() {
+        return;
+    }
+    if !imp::is_recording() {
+        // A session starting on this thread: what it allocates through the interposer
+        // is the recorder's, and may be freed by the program's side later.
+        imp::note_if_busy(p);
         return;
     }
     let Ok(layout) = Layout::from_size_align(size, align) else { return };
@@ -43,7 +49,11 @@ pub fn alloc(p: *mut u8, size: usize, align: usize, anchor: usize) {
 /// Records the free of `p` (not null), before the real free runs.
 #[inline]
 pub fn free(p: *mut u8, anchor: usize) {
-    if p.is_null() || !imp::is_recording() {
+    if p.is_null() {
+        return;
+    }
+    if !imp::is_recording() {
+        imp::forget_if_busy(p);
         return;
     }
     imp::record_free_at(p, imp::Anchor::at(anchor));
@@ -53,6 +63,10 @@ pub fn free(p: *mut u8, anchor: usize) {
 /// 0 if nothing records. Pass it to [`realloc_end`] if the realloc succeeds.
 #[inline]
 pub fn realloc_begin(old: *mut u8) -> u64 {
+    if !imp::is_recording() {
+        imp::forget_if_busy(old);
+        return 0;
+    }
     imp::realloc_begin(old)
 }
 

@@ -81,6 +81,12 @@
 //! while it holds the thread's lock (Rust's runtime calls it before `main`), so the
 //! thread's stack bounds come from `/proc/self/maps`, read without allocating, not from
 //! `pthread_getattr_np` (`memreplay::raw`).
+//! Registering the thread's exit flush makes glibc and std allocate for the recorder (a
+//! `__cxa_thread_atexit_impl` node, std's list of thread-local destructors; the session's
+//! start, a handle for the main thread): those calls reach the recorder inside its hook,
+//! unrecorded, but the thread frees the blocks as it exits, after its flush. The recorder
+//! notes such blocks and leaves those frees out, so a log of a program whose threads come
+//! and go has no free of a block it does not know.
 //!
 //! **Libraries unloaded.** The recorder rescans the loaded modules every second, so a
 //! library `dlopen`ed, used and `dlclose`d in between would be missing from the log's
@@ -402,7 +408,10 @@ fn route() -> Route {
         ON => Route::Record,
         // While starting, the recorder's own calls are its own (its thread-local storage
         // may be touched from there on: the constructor checked that it exists).
-        STARTING if recorder::raw::in_recorder() => Route::Pass,
+        // They go to the recorder, which records none of them (the thread is busy) but
+        // notes the blocks, freed later by the program's side (a thread handle for the
+        // session's start, the thread-exit registration), to leave their frees out.
+        STARTING if recorder::raw::in_recorder() => Route::Record,
         WAITING | STARTING => match lock_early() {
             Locked::Open(t) => Route::Early(t),
             Locked::Closed => Route::Record,

@@ -35,7 +35,7 @@ pub(crate) use thread::{
     attach_pop, attach_push, budget, context_pop, display_size, domain_alloc, domain_free, frame_start, in_recorder,
     label, on_alloc, on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
 };
-pub(crate) use thread::{record_alloc_at, record_free_at, record_realloc_at};
+pub(crate) use thread::{forget_if_busy, note_if_busy, record_alloc_at, record_free_at, record_realloc_at};
 // Called from the macros, expanded in the game's crate.
 pub use thread::{context_push, label_fmt};
 

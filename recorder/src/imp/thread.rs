@@ -43,10 +43,15 @@ struct Local {
     state: Cell<*mut ThreadState>,
     /// Inside a hook or other recorder code: allocations pass through unrecorded.
     busy: Cell<bool>,
+    /// One of the recorder's own threads (writer, encoders), busy for good, or inside
+    /// `not_noted`: allocations are not noted in `own_blocks`.
+    recorder: Cell<bool>,
 }
 
 thread_local! {
-    static LOCAL: Local = const { Local { state: Cell::new(ptr::null_mut()), busy: Cell::new(false) } };
+    static LOCAL: Local = const {
+        Local { state: Cell::new(ptr::null_mut()), busy: Cell::new(false), recorder: Cell::new(false) }
+    };
     static EXIT: ExitFlush = const { ExitFlush };
 }
 
@@ -74,7 +79,91 @@ impl Drop for ExitFlush {
 
 /// Marks the calling thread as the recorder's own: nothing it does is recorded.
 pub(crate) fn mark_recorder_thread() {
-    LOCAL.with(|l| l.busy.set(true));
+    LOCAL.with(|l| {
+        l.busy.set(true);
+        l.recorder.set(true);
+    });
+}
+
+/// Blocks allocated for the recorder on a program thread, by the C library or std, that
+/// the program's side frees when the thread exits. Registering a thread's exit flush makes
+/// glibc allocate a node (`__cxa_thread_atexit_impl`) and std its list of thread-local
+/// destructors, and starting a session makes std a handle for the calling thread; with the
+/// C library's `malloc` interposed (`crate::raw`) these allocations reach the hooks while
+/// the thread is busy, so they are not recorded, but the thread frees them as it exits,
+/// after its exit flush, outside the recorder: frees of blocks the log never saw. So every
+/// allocation that reaches a hook busy on a program thread is noted here; a free of a
+/// noted block inside the recorder (any thread) forgets it, and one made by an exiting
+/// thread after its flush is left out of the log. Only those two paths, both cold, look
+/// here: the hot path does not. A noted block freed by a thread before its flush (none is
+/// known) would be recorded as a free of a block the log does not know, which the
+/// analyzer counts. Through a Rust `GlobalAlloc` the recorder's own allocations are noted
+/// too, and freed inside it.
+mod own_blocks {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Buckets of `WAYS` slots: a bucket is one cache line. 32 KiB in all, room for the
+    /// hundreds of blocks a session's start allocates through an interposed `malloc`.
+    const BUCKETS: usize = 512;
+    const WAYS: usize = 8;
+    #[repr(align(64))]
+    struct Bucket([AtomicUsize; WAYS]);
+    static TABLE: [Bucket; BUCKETS] = [const { Bucket([const { AtomicUsize::new(0) }; WAYS]) }; BUCKETS];
+
+    fn bucket(p: usize) -> &'static Bucket {
+        // Fibonacci hashing of the 16-byte granule: the product's top bits.
+        &TABLE[(p >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - BUCKETS.trailing_zeros())]
+    }
+
+    /// Notes `p`, allocated for the recorder. A full bucket leaves it out: its free by an
+    /// exiting thread would then be recorded (a free of a block the log does not know).
+    #[cold]
+    pub(super) fn note(p: usize) {
+        if p == 0 {
+            return;
+        }
+        let _ = bucket(p).0.iter().any(|s| s.compare_exchange(0, p, Ordering::Relaxed, Ordering::Relaxed).is_ok());
+    }
+
+    /// Whether `p` was noted; forgets it. The allocator's own synchronisation orders a
+    /// block's free after its allocation, and so the forgetting after the note.
+    #[cold]
+    pub(super) fn forget(p: usize) -> bool {
+        p != 0 && bucket(p).0.iter().any(|s| s.compare_exchange(p, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok())
+    }
+}
+
+/// While no session records (one is starting on this thread): notes a block allocated
+/// for the recorder (`own_blocks`) if the thread is inside the recorder.
+#[inline(always)]
+pub(crate) fn note_if_busy(p: *mut u8) {
+    let _ = LOCAL.try_with(|l| {
+        if l.busy.get() && !l.recorder.get() {
+            own_blocks::note(p as usize);
+        }
+    });
+}
+
+/// While no session records (one is starting on this thread): a free of `p` inside the
+/// recorder, which forgets it if it was noted.
+#[inline(always)]
+pub(crate) fn forget_if_busy(p: *mut u8) {
+    let _ = LOCAL.try_with(|l| {
+        if l.busy.get() {
+            own_blocks::forget(p as usize);
+        }
+    });
+}
+
+/// What a hook does to a block, for the blocks allocated for the recorder (`own_blocks`).
+#[derive(Clone, Copy)]
+enum OwnBlock {
+    /// Not about a block.
+    None,
+    /// `p` was allocated.
+    Alloc(usize),
+    /// `p` is freed (or reallocated away).
+    Free(usize),
 }
 
 /// Whether the calling thread is inside recorder code: a hook, `start`/`stop`, `untracked`,
@@ -98,6 +187,14 @@ pub(crate) fn untracked<R>(f: impl FnOnce() -> R) -> R {
 /// inside recorder code.
 #[inline(always)]
 fn with_state(f: impl FnOnce(&mut ThreadState, &Session)) {
+    with_state_for(OwnBlock::None, f)
+}
+
+/// `with_state` for a hook about a block: a block allocated while a program thread is
+/// busy is noted as allocated for the recorder, and its free by an exiting thread left
+/// out (`own_blocks`).
+#[inline(always)]
+fn with_state_for(block: OwnBlock, f: impl FnOnce(&mut ThreadState, &Session)) {
     let s = session();
     if s.is_null() {
         return;
@@ -107,14 +204,32 @@ fn with_state(f: impl FnOnce(&mut ThreadState, &Session)) {
     // SAFETY: as said above, the thread-local outlives every use on this thread.
     let l: &Local = unsafe { &*LOCAL.with(|l| l as *const Local) };
     if l.busy.get() {
+        match block {
+            OwnBlock::None => {}
+            OwnBlock::Alloc(p) => {
+                if !l.recorder.get() {
+                    own_blocks::note(p);
+                }
+            }
+            OwnBlock::Free(p) => {
+                own_blocks::forget(p);
+            }
+        }
         return;
     }
-    l.busy.set(true);
     let mut st = l.state.get();
-    // SAFETY: sessions are never freed.
-    let session = unsafe { &*s };
     // One call site of `f`, so that it is inlined.
     let exiting = st == EXITED;
+    if exiting {
+        if let OwnBlock::Free(p) = block {
+            if own_blocks::forget(p) {
+                return;
+            }
+        }
+    }
+    l.busy.set(true);
+    // SAFETY: sessions are never freed.
+    let session = unsafe { &*s };
     // SAFETY: a non-null state other than `EXITED` was registered and leaked (never
     // freed); only its own thread reads it.
     let stale = !exiting && (st.is_null() || !ptr::eq(unsafe { (*st).session }, s));
@@ -138,7 +253,7 @@ fn register(session: &'static Session) -> *mut ThreadState {
     // Make sure the exit flush runs for this thread (registering it may allocate).
     let _ = EXIT.try_with(|_| ());
     let thread = session.next_thread.fetch_add(1, Ordering::Relaxed);
-    let st = Box::into_raw(Box::new(new_state(session, thread)));
+    let st = Box::into_raw(not_noted(|| Box::new(new_state(session, thread))));
     // SAFETY: just made from a box, and not shared yet.
     let st_ref = unsafe { &mut *st };
     let mut name = [0u8; 64];
@@ -146,6 +261,16 @@ fn register(session: &'static Session) -> *mut ThreadState {
     let name = std::str::from_utf8(&name[..n]).unwrap_or("");
     st_ref.thread_info(sys::os_thread_id(), name);
     st
+}
+
+/// Runs `f`, whose allocations are the recorder's own for good (a thread's state, never
+/// freed) or freed inside it (its buffer): not noted as blocks the program's side frees
+/// (`own_blocks`), so that they do not fill the table.
+fn not_noted<R>(f: impl FnOnce() -> R) -> R {
+    let was = LOCAL.try_with(|l| l.recorder.replace(true)).unwrap_or(true);
+    let r = f();
+    let _ = LOCAL.try_with(|l| l.recorder.set(was));
+    r
 }
 
 fn new_state(session: &'static Session, thread: u32) -> ThreadState {
@@ -190,7 +315,7 @@ fn lock_exiting_stream(session: &'static Session) -> *mut ThreadState {
     let stale = st.is_null() || !ptr::eq(unsafe { (*st).session }, session);
     if stale {
         let thread = session.next_thread.fetch_add(1, Ordering::Relaxed);
-        st = Box::into_raw(Box::new(new_state(session, thread)));
+        st = Box::into_raw(not_noted(|| Box::new(new_state(session, thread))));
         // SAFETY: just made from a box, and not shared yet.
         unsafe { (*st).thread_info(0, "(exiting threads)") };
         STATE.store(st, Ordering::Relaxed);
@@ -397,7 +522,7 @@ fn record_alloc(p: *mut u8, layout: Layout) {
 /// `malloc` whose own frame must not be the stack's first).
 #[inline(always)]
 pub(crate) fn record_alloc_at(p: *mut u8, layout: Layout, anchor: Anchor) {
-    with_state(|st, s| {
+    with_state_for(OwnBlock::Alloc(p as usize), |st, s| {
         let seq = st.key_at(s, 0, p as u64);
         let mut w = st.reserve(1 + 8 + 8 + 8 + 1 + max_stack_bytes(s));
         w.u8(record::ALLOC);
@@ -450,7 +575,7 @@ fn record_free(p: *mut u8) {
 /// `record_free` with the stack anchored by the caller (`crate::raw`).
 #[inline(always)]
 pub(crate) fn record_free_at(p: *mut u8, anchor: Anchor) {
-    with_state(|st, s| {
+    with_state_for(OwnBlock::Free(p as usize), |st, s| {
         let seq = st.key_at(s, 0, p as u64);
         let mut w = st.reserve(1 + 8 + 8 + max_stack_bytes(s));
         w.u8(record::FREE);
@@ -470,7 +595,10 @@ pub(crate) fn realloc_begin(old: *mut u8) -> u64 {
         return 0;
     }
     let mut seq = 0;
-    with_state(|st, s| seq = st.key_at(s, 0, old as u64));
+    // A realloc of a block allocated for the recorder (std's list of thread-local
+    // destructors growing) frees a block the log does not know: 0, so that the new block
+    // is recorded as an allocation (or, while busy, noted).
+    with_state_for(OwnBlock::Free(old as usize), |st, s| seq = st.key_at(s, 0, old as u64));
     seq
 }
 
