@@ -21,7 +21,7 @@ pub struct EventEncoder {
 
 /// Longest compact record: a `REALLOC` (tag, two seq and two addr deltas, size, a `u32`
 /// stack id, align) takes at most 1 + 4 × 10 + 10 + 5 + 1 = 57 bytes.
-const MAX_COMPACT: usize = 64;
+pub(super) const MAX_COMPACT: usize = 64;
 
 /// The per-block state of SPEC.md §6.1 (and the block's seq range).
 #[derive(Debug, Clone)]
@@ -48,7 +48,9 @@ impl Default for DeltaState {
     }
 }
 
-/// Writes one record into the room made past the payload.
+/// Writes one record into the room made past the payload: whoever makes an `Out` made
+/// room in `buf` past `pos` for the longest record it writes there (`MAX_COMPACT` for
+/// a compact record, the body's length and its header for a sized one).
 struct Out<'a> {
     buf: &'a mut [u8],
     pos: usize,
@@ -57,7 +59,11 @@ struct Out<'a> {
 impl Out<'_> {
     #[inline(always)]
     fn u8(&mut self, b: u8) {
-        self.buf[self.pos] = b;
+        debug_assert!(self.pos < self.buf.len(), "a record past the room made for it");
+        // SAFETY: `pos` is inside the room made for the record being written (see `Out`):
+        // no record is longer than what its maker reserved. Unchecked, because this store
+        // runs for every byte of every event and its bounds check cost about as much.
+        unsafe { *self.buf.get_unchecked_mut(self.pos) = b };
         self.pos += 1;
     }
 
@@ -98,60 +104,72 @@ impl DeltaState {
         self.prev_addr = addr;
     }
 
+    /// A heap allocation's compact record (`ALLOC` or `ALLOC_REUSE`).
+    #[inline(always)]
+    fn heap_alloc(&mut self, o: &mut Out<'_>, seq: u64, addr: u64, size: u64, align_log2: u8, stack: u32) {
+        // The index found is the first entry equal to `addr`: the one the list update
+        // removes (no second search).
+        match self.recent.freed.find(addr) {
+            Some(i) => {
+                o.u8(tag::ALLOC_REUSE + i as u8);
+                self.seq(o, seq);
+                self.prev_addr = addr;
+                self.recent.freed.remove_at(i);
+            }
+            None => {
+                o.u8(tag::ALLOC);
+                self.seq(o, seq);
+                self.addr(o, addr);
+            }
+        }
+        self.recent.live.push(addr);
+        o.u64(size);
+        o.u64(u64::from(stack));
+        o.u8(align_log2);
+    }
+
+    /// A heap free's compact record (`FREE` or `FREE_RECENT`).
+    #[inline(always)]
+    fn heap_free(&mut self, o: &mut Out<'_>, seq: u64, addr: u64, stack: u32) {
+        match self.recent.live.find(addr) {
+            Some(i) => {
+                o.u8(tag::FREE_RECENT + i as u8);
+                self.seq(o, seq);
+                self.prev_addr = addr;
+                self.recent.live.remove_at(i);
+            }
+            None => {
+                o.u8(tag::FREE);
+                self.seq(o, seq);
+                self.addr(o, addr);
+            }
+        }
+        self.recent.freed.push(addr);
+        o.u64(u64::from(stack));
+    }
+
     /// Encodes a compact record (SPEC.md §6.2) into `o`; false for the other events.
     #[inline(always)]
     fn compact(&mut self, o: &mut Out<'_>, event: &Event) -> bool {
         match *event {
+            Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2, stack } => {
+                self.heap_alloc(o, seq, addr, size, align_log2, stack);
+            }
             Event::Alloc { seq, domain, addr, size, align_log2, stack } => {
-                if domain == HEAP_DOMAIN {
-                    // The index found is the first entry equal to `addr`: the one the
-                    // list update removes (no second search).
-                    match self.recent.freed.find(addr) {
-                        Some(i) => {
-                            o.u8(tag::ALLOC_REUSE + i as u8);
-                            self.seq(o, seq);
-                            self.prev_addr = addr;
-                            self.recent.freed.remove_at(i);
-                        }
-                        None => {
-                            o.u8(tag::ALLOC);
-                            self.seq(o, seq);
-                            self.addr(o, addr);
-                        }
-                    }
-                    self.recent.live.push(addr);
-                } else {
-                    o.u8(tag::DOMAIN_ALLOC);
-                    self.seq(o, seq);
-                    o.u64(u64::from(domain));
-                    self.addr(o, addr);
-                }
+                o.u8(tag::DOMAIN_ALLOC);
+                self.seq(o, seq);
+                o.u64(u64::from(domain));
+                self.addr(o, addr);
                 o.u64(size);
                 o.u64(u64::from(stack));
                 o.u8(align_log2);
             }
+            Event::Free { seq, domain: HEAP_DOMAIN, addr, stack } => self.heap_free(o, seq, addr, stack),
             Event::Free { seq, domain, addr, stack } => {
-                if domain == HEAP_DOMAIN {
-                    match self.recent.live.find(addr) {
-                        Some(i) => {
-                            o.u8(tag::FREE_RECENT + i as u8);
-                            self.seq(o, seq);
-                            self.prev_addr = addr;
-                            self.recent.live.remove_at(i);
-                        }
-                        None => {
-                            o.u8(tag::FREE);
-                            self.seq(o, seq);
-                            self.addr(o, addr);
-                        }
-                    }
-                    self.recent.freed.push(addr);
-                } else {
-                    o.u8(tag::DOMAIN_FREE);
-                    self.seq(o, seq);
-                    o.u64(u64::from(domain));
-                    self.addr(o, addr);
-                }
+                o.u8(tag::DOMAIN_FREE);
+                self.seq(o, seq);
+                o.u64(u64::from(domain));
+                self.addr(o, addr);
                 o.u64(u64::from(stack));
             }
             Event::Realloc { free_seq, seq, old_addr, new_addr, new_size, align_log2, stack } => {
@@ -255,12 +273,40 @@ impl EventEncoder {
         }
     }
 
-    /// Appends one event.
-    pub fn push(&mut self, event: &Event) {
-        self.count += 1;
+    /// Makes room for one more compact record past the payload.
+    #[inline(always)]
+    fn compact_room(&mut self) {
         if self.buf.len() - self.pos < MAX_COMPACT {
             self.make_room(MAX_COMPACT);
         }
+    }
+
+    /// Appends a heap allocation: the bytes of `push(&Event::Alloc { domain: HEAP_DOMAIN, .. })`,
+    /// without building the event and matching it again (the recorder's hot path).
+    #[inline]
+    pub fn push_heap_alloc(&mut self, seq: u64, addr: u64, size: u64, align_log2: u8, stack: u32) {
+        self.count += 1;
+        self.compact_room();
+        let mut o = Out { buf: &mut self.buf, pos: self.pos };
+        self.state.heap_alloc(&mut o, seq, addr, size, align_log2, stack);
+        self.pos = o.pos;
+    }
+
+    /// Appends a heap free: the bytes of `push(&Event::Free { domain: HEAP_DOMAIN, .. })`,
+    /// without building the event.
+    #[inline]
+    pub fn push_heap_free(&mut self, seq: u64, addr: u64, stack: u32) {
+        self.count += 1;
+        self.compact_room();
+        let mut o = Out { buf: &mut self.buf, pos: self.pos };
+        self.state.heap_free(&mut o, seq, addr, stack);
+        self.pos = o.pos;
+    }
+
+    /// Appends one event.
+    pub fn push(&mut self, event: &Event) {
+        self.count += 1;
+        self.compact_room();
         let mut o = Out { buf: &mut self.buf, pos: self.pos };
         if self.state.compact(&mut o, event) {
             self.pos = o.pos;

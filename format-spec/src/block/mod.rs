@@ -509,6 +509,61 @@ mod tests {
         }
     }
 
+    /// The heap fast paths (`push_heap_alloc`, `push_heap_free`) write exactly what
+    /// `push` of the same events writes, recent-address lists and block state included.
+    #[test]
+    fn heap_fast_paths_encode_as_push_does() {
+        let mut rng = Rng(0x0bad_cafe_f00d_1234);
+        let events = churn_stream(&mut rng, 40_000);
+        for chunk in events.chunks(3_000) {
+            let (mut slow, mut fast) = (EventEncoder::new(), EventEncoder::new());
+            for e in chunk {
+                slow.push(e);
+                match *e {
+                    Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2, stack } => {
+                        fast.push_heap_alloc(seq, addr, size, align_log2, stack)
+                    }
+                    Event::Free { seq, domain: HEAP_DOMAIN, addr, stack } => fast.push_heap_free(seq, addr, stack),
+                    _ => fast.push(e),
+                }
+            }
+            assert_eq!(fast.payload(), slow.payload());
+            assert_eq!((fast.event_count(), fast.seq_range()), (slow.event_count(), slow.seq_range()));
+        }
+    }
+
+    /// No compact record is longer than the room the encoder makes for one
+    /// (`codec::MAX_COMPACT`): each, with every field at its widest, after a long payload
+    /// (so it is written at the end of the room, not inside a buffer grown for others).
+    #[test]
+    fn the_widest_compact_records_fit_their_room() {
+        // From a block's zeroed state, a delta of 2^63 is the widest zig-zag value.
+        let (h, m, id) = (1u64 << 63, u64::MAX, u32::MAX);
+        let widest = [
+            Event::Alloc { seq: h, domain: HEAP_DOMAIN, addr: h, size: m, align_log2: 63, stack: id },
+            Event::Alloc { seq: h, domain: id, addr: h, size: m, align_log2: 63, stack: id },
+            Event::Free { seq: h, domain: HEAP_DOMAIN, addr: h, stack: id },
+            Event::Free { seq: h, domain: id, addr: h, stack: id },
+            // Each delta from the one before: 2^63, then 0 - 2^63 = 2^63 again.
+            Event::Realloc { free_seq: h, seq: 0, old_addr: h, new_addr: 0, new_size: m, align_log2: 63, stack: id },
+            Event::Usage { seq: h, addr: h, used: m },
+            Event::ContextPush { ty: id, name: id, flags: 0xff },
+            Event::AttachPush { seq: h, addr: h },
+            Event::Time { ns: h },
+            Event::FrameStart { seq: h, frame: m },
+            Event::Label { seq: h, name: id },
+        ];
+        for e in &widest {
+            let mut enc = EventEncoder::new();
+            enc.push(e);
+            assert!(enc.len() <= codec::MAX_COMPACT, "{e:?}: {} bytes", enc.len());
+        }
+        // The realloc is the longest: 1 + 4 × 10 + 10 + 5 + 1 bytes.
+        let mut enc = EventEncoder::new();
+        enc.push(&widest[4]);
+        assert_eq!(enc.len(), 57);
+    }
+
     /// The encoded bytes of `churn_stream`, framed and compressed, pinned: their length
     /// and CRC-32 as the encoder wrote them before its recent-address lists became rings
     /// (commit a5313df). Encoding changes that keep the output byte-identical keep this.

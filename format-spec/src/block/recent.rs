@@ -13,12 +13,16 @@ use super::RECENT;
 /// it, whichever are fewer): usually none, as most hits are the first entry.
 #[derive(Debug, Default, Clone)]
 pub(super) struct RecentAddrs {
-    addrs: [u64; RECENT],
+    /// The ring's `RECENT` slots, then a scratch slot: the moves that a removal makes
+    /// without a branch but does not need land there (see [`RecentAddrs::remove_at`]).
+    addrs: [u64; RECENT + 1],
     head: usize,
     pub(super) len: usize,
 }
 
 const RING: usize = RECENT - 1;
+/// The scratch slot's index in `addrs`.
+const SCRATCH: usize = RECENT;
 /// Entries removed without a branch (see [`RecentAddrs::remove_at`]).
 const NEAR: usize = 8;
 
@@ -31,7 +35,8 @@ impl RecentAddrs {
     /// with hits at any index, so a scan that stops early mispredicts often.
     #[inline(always)]
     pub(super) fn find(&self, addr: u64) -> Option<usize> {
-        let slots = u64::from(equal_slots(&self.addrs, addr));
+        let ring = self.addrs.first_chunk::<RECENT>().expect("the ring's slots");
+        let slots = u64::from(equal_slots(ring, addr));
         let in_order = ((slots | slots << (2 * RECENT)) >> (2 * self.head)) & ((1u64 << (2 * self.len)) - 1);
         (in_order != 0).then(|| (in_order.trailing_zeros() / 2) as usize)
     }
@@ -47,18 +52,20 @@ impl RecentAddrs {
     /// Most removals are of one of the first entries (on the replay benchmark's log,
     /// about half of them entry 0, with an average index near 2 for the others). The first
     /// `NEAR` are removed without a branch on `i`: the entries before it move one slot
-    /// towards the older ones (a fixed `NEAR - 1` moves, masked off from `i` on) and the
-    /// head follows. Branching on `i == 0` and then looping `i` times mispredicted on
-    /// about every removal: decoding that log took 10 % longer (`NEAR` 4: 5 % longer;
-    /// 12 and 16 were slower than 8).
+    /// towards the older ones (a fixed `NEAR - 1` moves, those from `i` on into the
+    /// scratch slot) and the head follows. Branching on `i == 0` and then looping `i`
+    /// times mispredicted on about every removal: decoding that log took 10 % longer
+    /// (`NEAR` 4: 5 % longer; 12 and 16 were slower than 8). A move into the scratch slot
+    /// is a load and a store where masking a move off took a second load and three
+    /// logic operations.
     #[inline(always)]
     pub(super) fn remove_at(&mut self, i: usize) {
         debug_assert!(i < self.len);
         if i < NEAR {
             for j in (0..NEAR - 1).rev() {
-                let (to, from) = ((self.head + j + 1) & RING, (self.head + j) & RING);
-                let moves = u64::from(j < i).wrapping_neg();
-                self.addrs[to] = (self.addrs[from] & moves) | (self.addrs[to] & !moves);
+                let from = (self.head + j) & RING;
+                let to = if j < i { (self.head + j + 1) & RING } else { SCRATCH };
+                self.addrs[to] = self.addrs[from];
             }
             self.head = (self.head + 1) & RING;
             self.len -= 1;

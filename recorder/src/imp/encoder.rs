@@ -24,9 +24,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use memreplay_format::{
-    Event, EventEncoder, FramedBlock, LogWriter, LossReason, ResourceDesc, ResourceKind, HEAP_DOMAIN,
-};
+use memreplay_format::{Event, EventEncoder, FramedBlock, LogWriter, LossReason, ResourceDesc, ResourceKind};
 
 use super::buffer::BufPtr;
 use super::record::{self, RecordReader};
@@ -353,27 +351,68 @@ impl Encoder {
         let bytes = unsafe { std::slice::from_raw_parts(b.data().add(from), upto - from) };
         let mut r = RecordReader { bytes, pos: 0 };
         while r.pos < bytes.len() {
-            self.record(thread, &mut r);
+            // Heap allocations and frees, nearly every record, take the short way: read
+            // in one piece and encoded straight from their fields, without an `Event`
+            // to build and match again.
+            match r.u8() {
+                record::ALLOC => {
+                    let f = r.array::<26>();
+                    let (seq, addr, size, align_log2, frames) = (word(&f, 0), word(&f, 8), word(&f, 16), f[24], f[25]);
+                    self.heap_event(thread, &mut r, frames, |enc, stack| {
+                        enc.push_heap_alloc(seq, addr, size, align_log2, stack)
+                    });
+                }
+                record::FREE => {
+                    let f = r.array::<17>();
+                    let (seq, addr, frames) = (word(&f, 0), word(&f, 8), f[16]);
+                    self.heap_event(thread, &mut r, frames, |enc, stack| enc.push_heap_free(seq, addr, stack));
+                }
+                kind => self.record(thread, kind, &mut r),
+            }
         }
         // SAFETY: the stream's encoder owns `consumed` of every buffer it received.
         unsafe { (*b.0).consumed = upto };
     }
 
-    fn record(&mut self, thread: u32, r: &mut RecordReader<'_>) {
-        let kind = r.u8();
+    /// A heap allocation's or free's record, whose fixed fields were read, and whose
+    /// callstack of `frames` words follows in `r`: `push` appends it to `thread`'s stream
+    /// (`EventEncoder::push_heap_alloc`, `push_heap_free`) with its callstack's id. The
+    /// same as `emit` of the event, with one look-up of the stream when the callstack is
+    /// the stream's last one.
+    #[inline(always)]
+    fn heap_event(
+        &mut self,
+        thread: u32,
+        r: &mut RecordReader<'_>,
+        frames: u8,
+        push: impl FnOnce(&mut EventEncoder, u32),
+    ) {
+        let raw = (frames != 0).then(|| r.raw(8 * usize::from(frames)));
+        let mut stream = self.stream(thread);
+        let stack = match (raw, stream.last_stack) {
+            (None, _) => 0,
+            (Some(raw), Some((last, id))) if last.frames() == raw => id,
+            (Some(raw), _) => {
+                let (key, id) = self.intern_stack(thread, raw);
+                stream = self.stream(thread);
+                stream.last_stack = Some((key, id));
+                id
+            }
+        };
+        if stream.enc.is_empty() {
+            let ns = stream.last_time;
+            stream.enc.push(&Event::Time { ns });
+        }
+        push(&mut stream.enc, stack);
+        if stream.enc.len() >= BLOCK_TARGET {
+            self.write_stream(thread);
+        }
+    }
+
+    /// Any other record than a heap allocation or free (`consume` reads those), whose
+    /// kind byte was read.
+    fn record(&mut self, thread: u32, kind: u8, r: &mut RecordReader<'_>) {
         let event = match kind {
-            record::ALLOC => {
-                let f = r.array::<25>();
-                let (seq, addr, size, align_log2) = (word(&f, 0), word(&f, 8), word(&f, 16), f[24]);
-                let stack = self.stack(thread, r);
-                Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size, align_log2, stack }
-            }
-            record::FREE => {
-                let f = r.array::<16>();
-                let (seq, addr) = (word(&f, 0), word(&f, 8));
-                let stack = self.stack(thread, r);
-                Event::Free { seq, domain: HEAP_DOMAIN, addr, stack }
-            }
             record::REALLOC => {
                 let (free_seq, seq, old_addr, new_addr, new_size, align_log2) =
                     (r.u64(), r.u64(), r.u64(), r.u64(), r.u64(), r.u8());

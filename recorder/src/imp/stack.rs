@@ -76,13 +76,18 @@ pub(crate) unsafe fn capture(
 }
 
 /// Follows the frame-pointer chain: at `fp`, `[fp]` is the caller's frame pointer and
-/// `[fp + 8]` the return address. Every step is checked against the stack bounds and must
-/// move up the stack, so a frame without a frame pointer ends the walk instead of
-/// reading wild memory.
+/// `[fp + 8]` the return address. Every frame record must lie inside the stack bounds,
+/// be aligned and sit higher up the stack than the one before, so a frame without a
+/// frame pointer ends the walk instead of reading wild memory.
 ///
 /// Frame records below the anchor are the recorder's (whatever was not inlined into the
 /// hook); the hook's own record is the first at or above it (a frame pointer is at or
 /// above its frame's stack pointer), and its return address is the first one kept.
+///
+/// The checks are split so that the loop that keeps frames (16 iterations per event with
+/// 16-frame stacks) does no more than it must: the first record is checked against both
+/// bounds once; each later one only against the top, since it is above the one before,
+/// which was above the bottom; the anchor is passed before that loop starts.
 #[inline(always)]
 unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usize, hi: usize) -> usize {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -98,25 +103,8 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usi
         unsafe {
             std::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags))
         };
-        let word = std::mem::size_of::<usize>();
-        let mut n = 0;
-        while n < max && fp >= lo && fp.saturating_add(2 * word) <= hi && fp % word == 0 {
-            // SAFETY: fp..fp+16 lies inside this thread's stack (checked above).
-            let (next, ret) = unsafe { (*(fp as *const usize), *((fp + word) as *const usize)) };
-            if ret == 0 {
-                break;
-            }
-            if fp >= anchor.0 {
-                // SAFETY: `n < max`, and `out` has room for `max` addresses.
-                unsafe { out.add(n).write_unaligned(ret as u64) };
-                n += 1;
-            }
-            if next <= fp {
-                break;
-            }
-            fp = next;
-        }
-        n
+        // SAFETY: the caller's contract, passed on; `fp` is the hook's frame pointer.
+        unsafe { walk_from(fp, out, max, anchor, lo, hi) }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
@@ -124,6 +112,50 @@ unsafe fn walk_frame_pointers(out: *mut u64, max: usize, anchor: Anchor, lo: usi
         // SAFETY: the caller's contract, passed on.
         unsafe { unwind(out, max, anchor) }
     }
+}
+
+/// The walk of [`walk_frame_pointers`] from the frame record at `fp`. Out of line, so
+/// that the loop has the registers to itself: inlined into the hook, it shared them with
+/// the record being written and spilled a third of its instructions.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(never)]
+unsafe fn walk_from(mut fp: usize, out: *mut u64, max: usize, anchor: Anchor, lo: usize, hi: usize) -> usize {
+    let word = std::mem::size_of::<usize>();
+    // The highest address a frame record (two words) may start at; unknown bounds
+    // ((0, 0)) record nothing.
+    let Some(top) = hi.checked_sub(2 * word) else { return 0 };
+    if max == 0 || fp < lo || fp > top || fp % word != 0 {
+        return 0;
+    }
+    // A frame record `next` that may follow the one at `fp`.
+    let follows = |next: usize, fp: usize| next > fp && next <= top && next % word == 0;
+    while fp < anchor.0 {
+        // SAFETY: lo <= fp <= top: fp..fp+16 lies inside this thread's stack.
+        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + word) as *const usize)) };
+        if ret == 0 || !follows(next, fp) {
+            return 0;
+        }
+        fp = next;
+    }
+    let mut n = 0;
+    loop {
+        // SAFETY: lo <= fp <= top (the first record was checked above, each later one
+        // is above it and at most `top`): fp..fp+16 lies inside this thread's stack.
+        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + word) as *const usize)) };
+        if ret == 0 {
+            break;
+        }
+        debug_assert!(n < max);
+        // SAFETY: `n < max` (the loop ends when it reaches `max`), and `out` has room
+        // for `max` addresses.
+        unsafe { out.add(n).write_unaligned(ret as u64) };
+        n += 1;
+        if n == max || !follows(next, fp) {
+            break;
+        }
+        fp = next;
+    }
+    n
 }
 
 #[cfg(unix)]
