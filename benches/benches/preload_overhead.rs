@@ -5,9 +5,11 @@
 //! process, plain; with `libmemreplay.so` preloaded and `MEMREPLAY_LOG` set (what
 //! `replay-cli record` does) with frame-pointer stacks, with the unwinder, and with no
 //! stacks; and under `heaptrack` (its default: unwound stacks, its own interpreter
-//! process). Each setup runs `RUNS` times (interleaved); printed: the median wall time and
-//! CPU time (user + system of the process and what it waited for, from `wait4`) and their
-//! ratios to the plain run's, and the events per second recorded.
+//! process). The same program built with `-fomit-frame-pointer` (what glibc and most
+//! distribution C and C++ are) runs plain, with the unwinder and under heaptrack. Each
+//! setup runs `RUNS` times (interleaved); printed: the median wall time and CPU time
+//! (user and system time of the process and what it waited for, from `wait4`) and their
+//! ratios to the plain run's of the same build, and the events per second recorded.
 //!
 //! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
 //! changes the work per thread, `-- --runs N` the runs). Builds the release
@@ -42,11 +44,13 @@ fn library() -> PathBuf {
     release_dir().join("libmemreplay.so")
 }
 
-fn program() -> PathBuf {
+/// The program built with `-O2 -g` and `frame_pointers` (`-fno-omit-frame-pointer` or
+/// `-fomit-frame-pointer`).
+fn program(frame_pointers: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload/threads.c");
-    let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}{frame_pointers}", std::process::id()));
     let status = Command::new("cc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .args(["-O2", "-g", frame_pointers, "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
@@ -80,33 +84,38 @@ fn main() {
     let iterations = arg("--iterations", 100_000);
     let runs = arg("--runs", RUNS);
     let lib = library();
-    let exe = program();
+    let exes = [program("-fno-omit-frame-pointer"), program("-fomit-frame-pointer")];
     let dir = std::env::temp_dir();
     let log = dir.join(format!("memreplay-preload-bench-{}.mrl", std::process::id()));
     let heaptrack_out = dir.join(format!("memreplay-preload-bench-{}-heaptrack", std::process::id()));
     let args = ["4".to_owned(), "7".to_owned(), iterations.to_string()];
     // Events: 4 threads × iterations × (4 allocations + 1 realloc + 4 frees).
     let events = 4.0 * iterations as f64 * 9.0;
-    let setups: [(&str, Option<&str>); 5] = [
-        ("plain", None),
-        ("memreplay, fp stacks", Some("unwind=fp")),
-        ("memreplay, unwinder stacks", Some("unwind=unwinder")),
-        ("memreplay, no stacks", Some("callstacks=off")),
-        ("heaptrack", None),
+    // (name, MEMREPLAY_OPTIONS, which build: 0 with frame pointers, 1 without).
+    let setups: [(&str, Option<&str>, usize); 8] = [
+        ("plain", None, 0),
+        ("memreplay, fp stacks", Some("unwind=fp"), 0),
+        ("memreplay, unwinder stacks", Some("unwind=unwinder"), 0),
+        ("memreplay, no stacks", Some("callstacks=off"), 0),
+        ("heaptrack", None, 0),
+        ("plain, no-fp build", None, 1),
+        ("memreplay, unwinder, no-fp", Some("unwind=unwinder"), 1),
+        ("heaptrack, no-fp build", None, 1),
     ];
     let have_heaptrack = Command::new("heaptrack").arg("--version").output().is_ok();
     let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); setups.len()];
     for _ in 0..runs {
-        for (i, (name, options)) in setups.iter().enumerate() {
-            let mut cmd = if *name == "heaptrack" {
+        for (i, (name, options, build)) in setups.iter().enumerate() {
+            let exe = &exes[*build];
+            let mut cmd = if name.starts_with("heaptrack") {
                 if !have_heaptrack {
                     continue;
                 }
                 let mut c = Command::new("heaptrack");
-                c.arg("-o").arg(&heaptrack_out).arg(&exe);
+                c.arg("-o").arg(&heaptrack_out).arg(exe);
                 c
             } else {
-                Command::new(&exe)
+                Command::new(exe)
             };
             cmd.args(&args);
             if let Some(o) = options {
@@ -122,9 +131,13 @@ fn main() {
         events / 1e6
     );
     println!("{:<28} {:>9} {:>7} {:>9} {:>7} {:>12}", "setup", "wall s", "x", "CPU s", "x", "M events/s");
-    let (mut w0, mut c0) = figures[0].clone();
-    let (w0, c0) = (median(&mut w0), median(&mut c0));
-    for (i, (name, _)) in setups.iter().enumerate() {
+    // Ratios to the plain run of the same build.
+    let plain = |build: usize| {
+        let (mut w, mut c) = figures[setups.iter().position(|s| s.2 == build && s.1.is_none()).unwrap()].clone();
+        (median(&mut w), median(&mut c))
+    };
+    for (i, (name, _, build)) in setups.iter().enumerate() {
+        let (w0, c0) = plain(*build);
         let (mut w, mut c) = figures[i].clone();
         if w.is_empty() {
             println!("{name:<28} (not installed)");
@@ -138,5 +151,7 @@ fn main() {
     let mut zst = heaptrack_out.into_os_string();
     zst.push(".zst");
     let _ = std::fs::remove_file(zst);
-    let _ = std::fs::remove_file(exe);
+    for exe in exes {
+        let _ = std::fs::remove_file(exe);
+    }
 }

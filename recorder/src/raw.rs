@@ -100,3 +100,10 @@ pub fn in_recorder() -> bool {
 pub fn request_module_scan(wait: bool) -> bool {
     imp::request_module_scan(wait)
 }
+
+/// After a `dlclose` returned: objects may have been unloaded, so the unwinder's cached
+/// rules (`unwind=unwinder`) are forgotten; each thread's next capture looks its frames up
+/// afresh. Cheap (one atomic increment); call it whether or not a session records.
+pub fn modules_unloaded() {
+    imp::modules_unloaded();
+}
