@@ -101,8 +101,8 @@ pub fn request_module_scan(wait: bool) -> bool {
     imp::request_module_scan(wait)
 }
 
-/// After a `dlclose` returned: objects may have been unloaded, so the unwinder's cached
-/// rules (`unwind=unwinder`) are forgotten; each thread's next capture looks its frames up
+/// Before and after a `dlclose`: objects may be unloaded, so the unwinder's cached rules
+/// (`unwind=unwinder`) are forgotten; each thread's next capture looks its frames up
 /// afresh. Cheap (one atomic increment); call it whether or not a session records.
 pub fn modules_unloaded() {
     imp::modules_unloaded();

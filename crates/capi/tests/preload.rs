@@ -485,3 +485,33 @@ fn the_cached_unwinder_forgets_an_unloaded_librarys_rules() {
         assert_eq!(fell_back, 0, "captures left to _Unwind_Backtrace");
     }
 }
+
+#[test]
+fn frames_in_generated_code_fall_back_to_the_platform_unwinder() {
+    // `malloc` called from code in an anonymous mapping: `_dl_find_object` knows no object
+    // there, so `_Unwind_Backtrace` does each such capture (and stops at that frame, as
+    // it always did).
+    let exe = build("jit.c", "jit", &["-O2", "-fomit-frame-pointer"]);
+    let log_path = work_dir().join("jit-unwound.mrl");
+    let (out, counts) = record_unwound(&exe, &["300"], &log_path);
+    assert_eq!(tally(&String::from_utf8_lossy(&out.stdout), "jit"), 300);
+    let log = Log::open(&log_path).unwrap();
+    let mut stacks: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut first_frames = Vec::new();
+    for e in log.blocks.iter().flat_map(|b| &b.events) {
+        match e {
+            Event::DefineStack { id, frames } => {
+                stacks.insert(*id, frames.clone());
+            }
+            Event::Alloc { size: 777, stack, .. } => first_frames.push(stacks[stack].first().copied()),
+            _ => {}
+        }
+    }
+    assert_eq!(first_frames.len(), 300, "every allocation from the generated code");
+    // The first frame is the return into the generated code: one address for all.
+    let firsts: std::collections::HashSet<_> = first_frames.iter().collect();
+    assert_eq!(firsts.len(), 1, "{firsts:x?}");
+    if let Some((_, fell_back)) = counts {
+        assert!(fell_back >= 300, "{fell_back} captures left to _Unwind_Backtrace");
+    }
+}

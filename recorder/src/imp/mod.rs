@@ -46,13 +46,15 @@ pub use thread::{context_push, label_fmt};
 /// (`benches/stack_capture.rs`), not for use: the callstack of this function's caller,
 /// innermost first, at most `out.len()` frames, found as a hook finds it (anchored at this
 /// function's frame). `lo..hi` bound the frame-pointer walk: the calling thread's stack,
-/// or a part of it.
-/// The unwinder uses the calling thread's cache of unwind rules, as a registered thread
-/// does (made at the first call).
+/// or a part of it. The unwinder uses the calling thread's cache of unwind rules, as a
+/// registered thread does (made at its first call).
 #[inline(never)]
 pub fn capture_callstack(how: StackCapture, out: &mut [u64], lo: usize, hi: usize) -> usize {
     let anchor = stack::Anchor::here();
-    let cache = bench_unwind_cache();
+    let cache = match how {
+        StackCapture::Unwinder => bench_unwind_cache(),
+        StackCapture::FramePointers => std::ptr::null_mut(),
+    };
     // SAFETY: `out` has room for `out.len()` addresses; the caller vouches for `lo..hi`
     // (the walk reads only words inside it); `cache` is this thread's.
     unsafe { stack::capture(how, out.as_mut_ptr(), out.len(), anchor, lo, hi, cache) }
@@ -85,7 +87,7 @@ fn bench_unwind_cache() -> *mut stack::UnwindCache {
     })
 }
 
-/// Objects were unloaded (`dlclose` returned): the unwinder's cached rules are forgotten.
+/// Objects may be unloaded (around a `dlclose`): the unwinder's cached rules are forgotten.
 pub(crate) fn modules_unloaded() {
     #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
     unwind::modules_changed();

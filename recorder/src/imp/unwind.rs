@@ -30,7 +30,9 @@
 //!
 //! **Unloaded objects.** Cached rules belong to a generation: `modules_changed` starts a
 //! new one, and each thread empties its cache at its next capture. The preloaded
-//! library's `dlclose` calls it as soon as glibc's `dlclose` returns; the writer's module
+//! library's `dlclose` calls it before glibc's `dlclose` and as soon as it returns (so
+//! no thread keeps a rule of the library for a `dlopen` that maps other code there,
+//! unless it ran the library's code while it was being closed); the writer's module
 //! scan calls it when a module it saw before is gone (a program recorded through
 //! `Allocator`, whose `dlclose` is not interposed: until that scan, at most a second, a
 //! frame of code mapped where the unloaded object was may be walked with a stale rule and
