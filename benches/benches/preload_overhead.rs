@@ -5,19 +5,23 @@
 //! process, plain; with `libmemreplay.so` preloaded and `MEMREPLAY_LOG` set (what
 //! `replay-cli record` does) with frame-pointer stacks, with the unwinder, and with no
 //! stacks; and under `heaptrack` (its default: unwound stacks, its own interpreter
-//! process). Each setup runs `RUNS` times (interleaved); printed: the median wall time and
-//! CPU time (user + system of the process and what it waited for, from `wait4`) and their
-//! ratios to the plain run's, and the events per second recorded.
+//! process). The same program built with `-fomit-frame-pointer` (what glibc and most
+//! distribution C and C++ are) runs plain, with the unwinder and under heaptrack. Each
+//! setup runs `RUNS` times (interleaved); printed: the median wall time and CPU time
+//! (user and system time of the process and what it waited for, from `wait4`) and their
+//! ratios to the plain run's of the same build, and the events per second recorded.
+//!
+//! Each setup's overhead (its wall-time ratio − 1) is also given as a share of the
+//! overhead of heaptrack on the same build.
 //!
 //! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
 //! changes the work per thread, `-- --threads N` the threads, `-- --runs N` the runs).
 //! Builds the release `libmemreplay.so` first (`cargo build --release -p memreplay-capi`)
-//! and the program with `cc`, unless `-- --library PATH` and `-- --program PATH` name
-//! ones already built (to run the bench on a machine without a toolchain).
-//! `-- --baseline PATH` adds the two stack setups with another `libmemreplay.so` (an
-//! older build), interleaved with the rest, so a change is measured in the same run.
-//! Besides the ratios to the plain run, each setup's overhead (ratio − 1) is given as a
-//! share of heaptrack's.
+//! and the two programs with `cc`, unless `-- --library PATH`, `-- --program PATH` and
+//! `-- --program-nofp PATH` name ones already built (to run the bench on a machine
+//! without a toolchain). `-- --baseline PATH` adds the stack setups with another
+//! `libmemreplay.so` (an older build), interleaved with the rest, so that a change is
+//! measured in the same run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,11 +56,13 @@ fn library() -> PathBuf {
     release_dir().join("libmemreplay.so")
 }
 
-fn program() -> PathBuf {
+/// The program built with `-O2 -g` and `frame_pointers` (`-fno-omit-frame-pointer` or
+/// `-fomit-frame-pointer`).
+fn program(frame_pointers: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload/threads.c");
-    let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}{frame_pointers}", std::process::id()));
     let status = Command::new("cc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .args(["-O2", "-g", frame_pointers, "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
@@ -92,39 +98,49 @@ fn main() {
     let runs = arg("--runs", RUNS);
     let lib = arg_text("--library").map(PathBuf::from).unwrap_or_else(library);
     let baseline = arg_text("--baseline").map(PathBuf::from);
-    let prebuilt = arg_text("--program").map(PathBuf::from);
-    let exe = prebuilt.clone().unwrap_or_else(program);
+    let prebuilt = [arg_text("--program"), arg_text("--program-nofp")];
+    let exes: Vec<PathBuf> = prebuilt
+        .iter()
+        .zip(["-fno-omit-frame-pointer", "-fomit-frame-pointer"])
+        .map(|(given, flag)| given.as_ref().map(PathBuf::from).unwrap_or_else(|| program(flag)))
+        .collect();
     let dir = std::env::temp_dir();
     let log = dir.join(format!("memreplay-preload-bench-{}.mrl", std::process::id()));
     let heaptrack_out = dir.join(format!("memreplay-preload-bench-{}-heaptrack", std::process::id()));
     let args = [threads.to_string(), "7".to_owned(), iterations.to_string()];
     // Events: threads × iterations × (4 allocations + 1 realloc + 4 frees).
     let events = threads as f64 * iterations as f64 * 9.0;
-    // (name, MEMREPLAY_OPTIONS, the baseline library rather than `lib`)
-    let mut setups: Vec<(&str, Option<&str>, bool)> = vec![
-        ("plain", None, false),
-        ("memreplay, fp stacks", Some("unwind=fp"), false),
-        ("memreplay, unwinder stacks", Some("unwind=unwinder"), false),
-        ("memreplay, no stacks", Some("callstacks=off"), false),
-        ("heaptrack", None, false),
+    // (name, MEMREPLAY_OPTIONS, which build: 0 with frame pointers, 1 without, the
+    // baseline library rather than `lib`). Each build's plain run comes first.
+    let mut setups: Vec<(&str, Option<&str>, usize, bool)> = vec![
+        ("plain", None, 0, false),
+        ("memreplay, fp stacks", Some("unwind=fp"), 0, false),
+        ("memreplay, unwinder stacks", Some("unwind=unwinder"), 0, false),
+        ("memreplay, no stacks", Some("callstacks=off"), 0, false),
+        ("heaptrack", None, 0, false),
+        ("plain, no-fp build", None, 1, false),
+        ("memreplay, unwinder, no-fp", Some("unwind=unwinder"), 1, false),
+        ("heaptrack, no-fp build", None, 1, false),
     ];
     if baseline.is_some() {
-        setups.push(("baseline, fp stacks", Some("unwind=fp"), true));
-        setups.push(("baseline, unwinder stacks", Some("unwind=unwinder"), true));
+        setups.push(("baseline, fp stacks", Some("unwind=fp"), 0, true));
+        setups.push(("baseline, unwinder stacks", Some("unwind=unwinder"), 0, true));
+        setups.push(("baseline, unwinder, no-fp", Some("unwind=unwinder"), 1, true));
     }
     let have_heaptrack = Command::new("heaptrack").arg("--version").output().is_ok();
     let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); setups.len()];
     for _ in 0..runs {
-        for (i, (name, options, old)) in setups.iter().enumerate() {
-            let mut cmd = if *name == "heaptrack" {
+        for (i, (name, options, build, old)) in setups.iter().enumerate() {
+            let exe = &exes[*build];
+            let mut cmd = if name.starts_with("heaptrack") {
                 if !have_heaptrack {
                     continue;
                 }
                 let mut c = Command::new("heaptrack");
-                c.arg("-o").arg(&heaptrack_out).arg(&exe);
+                c.arg("-o").arg(&heaptrack_out).arg(exe);
                 c
             } else {
-                Command::new(&exe)
+                Command::new(exe)
             };
             cmd.args(&args);
             if let Some(o) = options {
@@ -148,16 +164,19 @@ fn main() {
         .iter()
         .map(|(w, c)| (!w.is_empty()).then(|| (median(&mut w.clone()), median(&mut c.clone()))))
         .collect();
-    let (w0, c0) = medians[0].unwrap();
-    // Heaptrack's added wall time, against which each setup's is given as a share.
-    let heaptrack_extra = medians[4].map(|(w, _)| w / w0 - 1.0);
-    for ((name, _, _), m) in setups.iter().zip(&medians) {
+    // Each build's plain run, and heaptrack's added wall time on it.
+    let of_build = |build: usize, heaptrack: bool| {
+        let i = setups.iter().position(|s| s.2 == build && s.1.is_none() && s.0.starts_with("heaptrack") == heaptrack);
+        i.and_then(|i| medians[i])
+    };
+    for ((name, options, build, _), m) in setups.iter().zip(&medians) {
         let Some((w, c)) = *m else {
             println!("{name:<28} (not installed)");
             continue;
         };
-        let share = match heaptrack_extra {
-            Some(h) if h > 0.0 && name.contains(',') => format!("{:.2}", (w / w0 - 1.0) / h),
+        let (w0, c0) = of_build(*build, false).unwrap();
+        let share = match of_build(*build, true) {
+            Some((h, _)) if options.is_some() && h > w0 => format!("{:.2}", (w / w0 - 1.0) / (h / w0 - 1.0)),
             _ => String::new(),
         };
         println!("{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2} {share:>14}", w / w0, c / c0, events / w / 1e6);
@@ -167,7 +186,9 @@ fn main() {
     let mut zst = heaptrack_out.into_os_string();
     zst.push(".zst");
     let _ = std::fs::remove_file(zst);
-    if prebuilt.is_none() {
-        let _ = std::fs::remove_file(exe);
+    for (exe, given) in exes.iter().zip(&prebuilt) {
+        if given.is_none() {
+            let _ = std::fs::remove_file(exe);
+        }
     }
 }

@@ -465,7 +465,7 @@ impl Summary {
 /// The recorder configuration the demo uses: callstacks on allocations and frees, usage
 /// changes on, frame-pointer walking (the workspace's `.cargo/config.toml` builds with
 /// frame pointers), then `opts.recorder_options` on top (`unwind=unwinder` for the
-/// platform unwinder).
+/// unwind tables).
 pub fn recorder_config(opts: &Options) -> Result<memreplay::Config, memreplay::ConfigError> {
     let config = memreplay::Config::new(&opts.out)
         .callstacks(true)

@@ -10,9 +10,14 @@ pub enum StackCapture {
     /// Needs frame pointers (`RUSTFLAGS="-C force-frame-pointers=yes"`); without them
     /// stacks come out short. x86_64 and aarch64 only.
     FramePointers,
-    /// Ask the platform unwinder (`_Unwind_Backtrace`): correct without frame pointers,
-    /// about 100 ns a frame, and not safe in code that allocates while holding the
-    /// dynamic loader's lock (dlopen).
+    /// Follow the code's unwind tables (`.eh_frame`): correct without frame pointers. On
+    /// x86_64 Linux with glibc 2.35 or later each thread caches the rule of every return
+    /// address it meets (about 30 KiB a thread): a 16-frame stack costs about 150 ns
+    /// (2.4 times the frame-pointer walk's instructions), with no lock and no
+    /// allocation. A frame it cannot follow (generated code, no unwind table, a signal
+    /// frame), and every capture elsewhere, goes to the platform unwinder
+    /// (`_Unwind_Backtrace`): about 100 ns a frame, and on an older glibc not safe in
+    /// code that allocates while holding the dynamic loader's lock (dlopen).
     Unwinder,
 }
 

@@ -171,3 +171,10 @@ pub fn alloc_before_start(p: *mut u8, size: usize, align: usize) {
     // An anchor above every frame of the stack: each one is left out, none is kept.
     imp::record_alloc_at(p, layout, imp::Anchor::at(usize::MAX));
 }
+
+/// Before and after a `dlclose`: objects may be unloaded, so the unwinder's cached rules
+/// (`unwind=unwinder`) are forgotten; each thread's next capture looks its frames up
+/// afresh. Cheap (one atomic increment); call it whether or not a session records.
+pub fn modules_unloaded() {
+    imp::modules_unloaded();
+}

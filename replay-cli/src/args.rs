@@ -594,7 +594,7 @@ pub struct HtmlArgs {
 pub enum UnwindArg {
     /// Walk the frame pointers (fast; stacks stop at the first function built without them).
     Fp,
-    /// The platform unwinder (slower; exact without frame pointers).
+    /// The unwind tables (a little slower, cached; exact without frame pointers).
     Unwinder,
 }
 

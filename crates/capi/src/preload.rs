@@ -724,7 +724,11 @@ fn real_dlclose() -> Option<DlcloseFn> {
 
 /// `dlclose`: first has the recorder scan the modules and waits (a second at most) until
 /// that scan is in the log, so a library about to be unloaded is in the module map while
-/// still mapped and the callstacks into it can be named; then glibc's `dlclose`.
+/// still mapped and the callstacks into it can be named; then glibc's `dlclose`. The
+/// unwinder forgets the rules it cached before and after it (the library's addresses may
+/// be reused by the next `dlopen` on any thread): after the first, no thread caches a rule
+/// of the library unless it runs the library's code while it is closed (only its
+/// destructors, on this thread, should), and after the second, this thread drops those.
 ///
 /// # Safety
 ///
@@ -734,11 +738,14 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     if on() && !handle.is_null() {
         recorder::raw::request_module_scan(true);
     }
-    match real_dlclose() {
+    recorder::raw::modules_unloaded();
+    let closed = match real_dlclose() {
         // SAFETY: glibc's `dlclose`, with the caller's handle.
         Some(real) => unsafe { real(handle) },
         None => -1,
-    }
+    };
+    recorder::raw::modules_unloaded();
+    closed
 }
 
 // ---- Start-up.

@@ -616,3 +616,168 @@ fn a_thread_allocating_through_the_recorders_start_is_recorded_exactly() {
         assert_eq!(unknown_frees_from(&log, "/libearly.so"), [0u64; 0], "run {run}");
     }
 }
+
+// ---- The cached unwinder (`unwind=unwinder`, `recorder/src/imp/unwind.rs`). A debug
+// build of the library redoes every capture of the cached unwinder with
+// `_Unwind_Backtrace` and aborts on a difference; with `MEMREPLAY_DEBUG_UNWIND` set it says
+// at the end how many captures each did. The programs are built without frame pointers.
+
+/// Runs `program args` preloaded with `unwind=unwinder`, 64-frame stacks on allocations
+/// and frees; checks it succeeded and returns its output and (in a debug build) the
+/// captures done by the cached unwinder and by `_Unwind_Backtrace`.
+fn record_unwound(program: &Path, args: &[&str], log: &Path) -> (Output, Option<(u64, u64)>) {
+    let _ = std::fs::remove_file(log);
+    let out = Command::new(program)
+        .args(args)
+        .env("LD_PRELOAD", library())
+        .env("MEMREPLAY_LOG", log)
+        .env("MEMREPLAY_OPTIONS", "free-callstacks=on,unwind=unwinder,depth=64")
+        .env("MEMREPLAY_DEBUG_UNWIND", "1")
+        .output()
+        .expect("run the program");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{program:?}: {:?}\n{stderr}", out.status);
+    let counts = stderr.lines().find_map(|l| {
+        let rest = l.strip_prefix("memreplay: unwinder: ")?;
+        let mut numbers = rest.split(' ').filter_map(|w| w.parse::<u64>().ok());
+        Some((numbers.next()?, numbers.next()?))
+    });
+    assert_eq!(counts.is_some(), cfg!(debug_assertions), "the debug build's count: {stderr}");
+    (out, counts)
+}
+
+#[test]
+fn the_cached_unwinder_gives_the_platform_unwinders_stacks() {
+    for (name, flags) in [
+        ("threads-o3", &["-O3", "-fomit-frame-pointer"][..]),
+        ("threads-lto", &["-O3", "-flto", "-fomit-frame-pointer"][..]),
+    ] {
+        let exe = build("threads.c", name, flags);
+        let log = work_dir().join(format!("{name}-unwound.mrl"));
+        let (out, counts) = record_unwound(&exe, &["4", "5", "3000"], &log);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let r = read_log(&log, &exe);
+        assert_eq!(r.allocs, tally(&stdout, "allocs"), "{name}: allocations from the program");
+        assert_eq!(r.frees, tally(&stdout, "frees"), "{name}: frees from the program");
+        if let Some((cached, fell_back)) = counts {
+            // Every frame of this program, glibc's and the thread start included, has
+            // rules the cached unwinder follows.
+            let own = tally(&stdout, "allocs") + tally(&stdout, "reallocs") + tally(&stdout, "frees");
+            assert!(cached >= own, "{name}: {cached} captures cached, the program made {own} calls");
+            assert_eq!(fell_back, 0, "{name}: captures left to _Unwind_Backtrace");
+        }
+    }
+}
+
+#[test]
+fn the_cached_unwinder_walks_libstdcxx_frames() {
+    let exe = build("objects.cpp", "objects-nofp", &["-O2", "-fomit-frame-pointer"]);
+    let log = work_dir().join("objects-unwound.mrl");
+    let (out, counts) = record_unwound(&exe, &[], &log);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("checksum=68390"), "{out:?}");
+    // `operator new` (libstdc++) calls `malloc`: its frame and the program's above it.
+    if let Some((cached, fell_back)) = counts {
+        assert!(cached >= 1000 + 1000 + 980, "{cached} captures cached");
+        assert_eq!(fell_back, 0, "captures left to _Unwind_Backtrace");
+    }
+}
+
+#[test]
+fn the_cached_unwinder_walks_a_dlopened_librarys_frames() {
+    let plugin = build("plugin.c", "libplugin-nofp.so", &["-O2", "-fomit-frame-pointer", "-fPIC", "-shared"]);
+    let host = build("plugin_host.c", "plugin-host-nofp", &["-O2", "-fomit-frame-pointer"]);
+    let log = work_dir().join("plugin-unwound.mrl");
+    let (out, counts) = record_unwound(&host, &[plugin.to_str().unwrap()], &log);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    // The plugin's block: its stack runs from the plugin's `plugin_leak` into the host's
+    // `main` and on to the C library's start.
+    let log = Log::open(&log).unwrap();
+    let mut stacks: HashMap<u32, usize> = HashMap::new();
+    let mut depth = None;
+    for e in log.blocks.iter().flat_map(|b| &b.events) {
+        match e {
+            Event::DefineStack { id, frames, .. } => {
+                stacks.insert(*id, frames.len());
+            }
+            Event::Alloc { size: 31337, stack, .. } => depth = Some(stacks[stack]),
+            _ => {}
+        }
+    }
+    let depth = depth.expect("the plugin's block is in the log");
+    assert!(depth >= 4, "plugin_leak, main, __libc_start_call_main, ...: {depth} frames");
+    if let Some((cached, fell_back)) = counts {
+        assert!(cached > 0, "{cached} captures cached");
+        assert_eq!(fell_back, 0, "captures left to _Unwind_Backtrace");
+    }
+}
+
+#[test]
+fn frames_without_unwind_tables_fall_back_to_the_platform_unwinder() {
+    // No `.eh_frame` records for the program's functions: the cached unwinder cannot
+    // step through them, and `_Unwind_Backtrace` does the whole capture (stopping there,
+    // as it always did). The program's own calls are still recorded at their call sites.
+    let flags = ["-O2", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"];
+    let exe = build("threads.c", "threads-no-cfi", &flags);
+    let log = work_dir().join("threads-no-cfi.mrl");
+    let (out, counts) = record_unwound(&exe, &["2", "3", "500"], &log);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let r = read_log(&log, &exe);
+    assert_eq!(r.allocs, tally(&stdout, "allocs"), "allocations from the program");
+    assert_eq!(r.frees, tally(&stdout, "frees"), "frees from the program");
+    if let Some((_, fell_back)) = counts {
+        assert!(fell_back >= tally(&stdout, "allocs"), "{fell_back} captures left to _Unwind_Backtrace");
+    }
+}
+
+#[test]
+fn the_cached_unwinder_forgets_an_unloaded_librarys_rules() {
+    // The same function at the same address (the loader maps the second library where the
+    // first was), with a different frame size: a rule cached for the first library would
+    // misread the second's frames. `dlclose` starts a new generation of rules.
+    let small =
+        build("swap_plugin.c", "libswap-256.so", &["-O2", "-fomit-frame-pointer", "-fPIC", "-shared", "-DFRAME=256"]);
+    let large =
+        build("swap_plugin.c", "libswap-512.so", &["-O2", "-fomit-frame-pointer", "-fPIC", "-shared", "-DFRAME=512"]);
+    let host = build("swap_host.c", "swap-host", &["-O2", "-fomit-frame-pointer"]);
+    let log = work_dir().join("swap-unwound.mrl");
+    let (out, counts) = record_unwound(&host, &[small.to_str().unwrap(), large.to_str().unwrap()], &log);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(stdout.ends_with("ok\n"), "{stdout}");
+    let addresses: std::collections::HashSet<&str> =
+        stdout.lines().filter_map(|l| l.strip_prefix("swap_work ")).map(|l| &l[2..]).collect();
+    assert_eq!(addresses.len(), 1, "both libraries' swap_work at one address (what this test needs): {stdout}");
+    if let Some((cached, fell_back)) = counts {
+        assert!(cached >= 600, "{cached} captures cached");
+        assert_eq!(fell_back, 0, "captures left to _Unwind_Backtrace");
+    }
+}
+
+#[test]
+fn frames_in_generated_code_fall_back_to_the_platform_unwinder() {
+    // `malloc` called from code in an anonymous mapping: `_dl_find_object` knows no object
+    // there, so `_Unwind_Backtrace` does each such capture (and stops at that frame, as
+    // it always did).
+    let exe = build("jit.c", "jit", &["-O2", "-fomit-frame-pointer"]);
+    let log_path = work_dir().join("jit-unwound.mrl");
+    let (out, counts) = record_unwound(&exe, &["300"], &log_path);
+    assert_eq!(tally(&String::from_utf8_lossy(&out.stdout), "jit"), 300);
+    let log = Log::open(&log_path).unwrap();
+    let mut stacks: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut first_frames = Vec::new();
+    for e in log.blocks.iter().flat_map(|b| &b.events) {
+        match e {
+            Event::DefineStack { id, frames } => {
+                stacks.insert(*id, frames.clone());
+            }
+            Event::Alloc { size: 777, stack, .. } => first_frames.push(stacks[stack].first().copied()),
+            _ => {}
+        }
+    }
+    assert_eq!(first_frames.len(), 300, "every allocation from the generated code");
+    // The first frame is the return into the generated code: one address for all.
+    let firsts: std::collections::HashSet<_> = first_frames.iter().collect();
+    assert_eq!(firsts.len(), 1, "{firsts:x?}");
+    if let Some((_, fell_back)) = counts {
+        assert!(fell_back >= 300, "{fell_back} captures left to _Unwind_Backtrace");
+    }
+}

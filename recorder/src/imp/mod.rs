@@ -7,7 +7,8 @@
 //! - `buffer`: the bounded pool of record buffers and the hand-off protocol.
 //! - `writer`: the writer thread: interning, encoding with `memreplay-format`, LZ4, I/O.
 //! - `record`: the raw record layout shared by the two sides.
-//! - `stack`, `sys`: callstack capture and OS facts.
+//! - `stack`, `sys`: callstack capture and OS facts; `unwind`: the cached unwinder
+//!   (x86_64 Linux with glibc).
 
 mod buffer;
 mod encoder;
@@ -17,6 +18,8 @@ mod signals;
 mod stack;
 mod sys;
 mod thread;
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+mod unwind;
 mod writer;
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -43,13 +46,51 @@ pub use thread::{context_push, label_fmt};
 /// (`benches/stack_capture.rs`), not for use: the callstack of this function's caller,
 /// innermost first, at most `out.len()` frames, found as a hook finds it (anchored at this
 /// function's frame). `lo..hi` bound the frame-pointer walk: the calling thread's stack,
-/// or a part of it.
+/// or a part of it. The unwinder uses the calling thread's cache of unwind rules, as a
+/// registered thread does (made at its first call).
 #[inline(never)]
 pub fn capture_callstack(how: StackCapture, out: &mut [u64], lo: usize, hi: usize) -> usize {
     let anchor = stack::Anchor::here();
+    let cache = match how {
+        StackCapture::Unwinder => bench_unwind_cache(),
+        StackCapture::FramePointers => std::ptr::null_mut(),
+    };
     // SAFETY: `out` has room for `out.len()` addresses; the caller vouches for `lo..hi`
-    // (the walk reads only words inside it).
-    unsafe { stack::capture(how, out.as_mut_ptr(), out.len(), anchor, lo, hi) }
+    // (the walk reads only words inside it); `cache` is this thread's.
+    unsafe { stack::capture(how, out.as_mut_ptr(), out.len(), anchor, lo, hi, cache) }
+}
+
+/// As [`capture_callstack`] with the unwinder, by `_Unwind_Backtrace` alone: what the
+/// unwinder did before it cached rules (for the same benchmark, not for use).
+#[inline(never)]
+pub fn capture_callstack_uncached(out: &mut [u64]) -> usize {
+    let anchor = stack::Anchor::here();
+    // SAFETY: `out` has room for `out.len()` addresses.
+    unsafe { stack::unwind(out.as_mut_ptr(), out.len(), anchor) }
+}
+
+/// The calling thread's unwinder cache for `capture_callstack`, made at its first use.
+fn bench_unwind_cache() -> *mut stack::UnwindCache {
+    use std::cell::Cell;
+    thread_local! {
+        static CACHE: Cell<*mut stack::UnwindCache> = const { Cell::new(std::ptr::null_mut()) };
+    }
+    CACHE.with(|c| {
+        if c.get().is_null() {
+            untracked(|| {
+                #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+                unwind::init();
+                c.set(stack::new_unwind_cache());
+            });
+        }
+        c.get()
+    })
+}
+
+/// Objects may be unloaded (around a `dlclose`): the unwinder's cached rules are forgotten.
+pub(crate) fn modules_unloaded() {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+    unwind::modules_changed();
 }
 
 /// What a session records, copied out of its [`Config`] for the hot path.
@@ -161,6 +202,8 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
             1 => (vec![full_tx.clone()], Vec::new()),
             n => (0..n).map(|_| crossbeam_channel::bounded(pool.capacity())).unzip(),
         };
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+        unwind::init();
         let session: &'static Session = Box::leak(Box::new(Session {
             start: Instant::now(),
             order,
@@ -210,6 +253,14 @@ pub(crate) fn stop() -> Option<SessionStats> {
             session.stopping.store(true, Ordering::Release);
             // Wake the writer at once (if the channel is full, it is awake anyway).
             let _ = session.full_tx.try_send(BufPtr(std::ptr::null_mut()));
+        }
+        #[cfg(all(debug_assertions, target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+        if std::env::var_os("MEMREPLAY_DEBUG_UNWIND").is_some() {
+            say_on_stderr(&format!(
+                "memreplay: unwinder: {} captures cached (each checked), {} by _Unwind_Backtrace\n",
+                unwind::CHECKED.load(Ordering::Relaxed),
+                unwind::FELL_BACK.load(Ordering::Relaxed)
+            ));
         }
         handle.join()
     })

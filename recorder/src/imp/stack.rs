@@ -14,9 +14,10 @@
 use crate::config::StackCapture;
 
 /// A stack address inside the frame of the recorder's hook (the function that records an
-/// event): frames at or below it are the recorder's own.
+/// event): frames at or below it are the recorder's own. The flag: a frame record (the
+/// caller's rbp, then the return address into it) is at that address (`Anchor::at`).
 #[derive(Clone, Copy)]
-pub(crate) struct Anchor(usize);
+pub(crate) struct Anchor(usize, bool);
 
 impl Anchor {
     /// The anchor of the calling function's frame: its stack pointer, which is at or
@@ -41,14 +42,15 @@ impl Anchor {
             let local = 0u8;
             sp = std::hint::black_box(&local) as *const u8 as usize;
         }
-        Anchor(sp)
+        Anchor(sp, false)
     }
 
     /// An anchor at a stack address the caller read itself: every frame whose record (or
     /// stack pointer, for the unwinder) is at or below `sp` is left out, so the first
-    /// frame kept is the one whose frame record is the first at or above `sp`.
+    /// frame kept is the one whose frame record is the first at or above `sp`. The caller
+    /// pushed a frame record at `sp` (`raw`'s contract): the cached unwinder starts there.
     pub(crate) fn at(sp: usize) -> Anchor {
-        Anchor(sp)
+        Anchor(sp, true)
     }
 }
 
@@ -57,7 +59,9 @@ impl Anchor {
 ///
 /// # Safety
 /// `out` (any alignment) must have room for `max` addresses. `lo..hi` are the calling thread's stack
-/// bounds ((0, 0) when unknown: the frame-pointer walk then records nothing).
+/// bounds ((0, 0) when unknown: the frame-pointer walk then records nothing). `cache` is
+/// the calling thread's unwinder cache (`UnwindCache`), or null (the unwinder is then
+/// `_Unwind_Backtrace`'s alone).
 #[inline(always)]
 pub(crate) unsafe fn capture(
     how: StackCapture,
@@ -66,12 +70,13 @@ pub(crate) unsafe fn capture(
     anchor: Anchor,
     lo: usize,
     hi: usize,
+    cache: *mut UnwindCache,
 ) -> usize {
     match how {
         // SAFETY: the caller's contract, passed on.
         StackCapture::FramePointers => unsafe { walk_frame_pointers(out, max, anchor, lo, hi) },
         // SAFETY: the caller's contract, passed on.
-        StackCapture::Unwinder => unsafe { unwind(out, max, anchor) },
+        StackCapture::Unwinder => unsafe { unwind_cached(out, max, anchor, lo, hi, cache) },
     }
 }
 
@@ -219,7 +224,7 @@ mod unwinder {
 
 /// Asks the platform unwinder for the stack (slower; correct without frame pointers).
 #[inline(never)]
-unsafe fn unwind(out: *mut u64, max: usize, anchor: Anchor) -> usize {
+pub(crate) unsafe fn unwind(out: *mut u64, max: usize, anchor: Anchor) -> usize {
     #[cfg(unix)]
     {
         let mut st = unwinder::State { out, max, n: 0, anchor: anchor.0 };
@@ -232,4 +237,60 @@ unsafe fn unwind(out: *mut u64, max: usize, anchor: Anchor) -> usize {
         let _ = (out, max, anchor);
         0
     }
+}
+
+/// A thread's cache of unwind rules (x86_64 Linux with glibc; elsewhere nothing).
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+pub(crate) use super::unwind::UnwindCache;
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu")))]
+pub(crate) enum UnwindCache {}
+
+/// A new cache of unwind rules for a registering thread, or null where the cached
+/// unwinder cannot run. Allocates: call it where the recorder's own allocations pass
+/// through.
+pub(crate) fn new_unwind_cache() -> *mut UnwindCache {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+    if super::unwind::available() {
+        return super::unwind::new_cache();
+    }
+    std::ptr::null_mut()
+}
+
+/// Frees a cache `new_unwind_cache` made (null: nothing) that no thread uses any more.
+pub(crate) fn free_unwind_cache(cache: *mut UnwindCache) {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+    if !cache.is_null() {
+        // SAFETY: made by `Box::into_raw` in `new_cache`, and no longer used (the caller's word).
+        drop(unsafe { Box::from_raw(cache) });
+    }
+    let _ = cache;
+}
+
+/// The cached unwinder (`unwind.rs`) where it can do the capture, else the platform's.
+/// Debug builds check every cached capture against the platform's.
+#[inline(always)]
+unsafe fn unwind_cached(
+    out: *mut u64,
+    max: usize,
+    anchor: Anchor,
+    lo: usize,
+    hi: usize,
+    cache: *mut UnwindCache,
+) -> usize {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+    // SAFETY: a non-null cache is the calling thread's own, used by nothing else meanwhile.
+    if let Some(cache) = unsafe { cache.as_mut() } {
+        // SAFETY: the caller's contract, passed on.
+        if let Some(n) = unsafe { super::unwind::unwind(cache, out, max, anchor.0, anchor.1, lo, hi) } {
+            #[cfg(debug_assertions)]
+            // SAFETY: `theirs` has room for the `m` addresses asked for.
+            super::unwind::check(out, n, max, |theirs, m| unsafe { unwind(theirs, m, anchor) });
+            return n;
+        }
+        #[cfg(debug_assertions)]
+        super::unwind::FELL_BACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let _ = (lo, hi, cache);
+    // SAFETY: the caller's contract, passed on.
+    unsafe { unwind(out, max, anchor) }
 }

@@ -34,6 +34,9 @@ pub(crate) struct ThreadState {
     next_index: u64,
     stack_lo: usize,
     stack_hi: usize,
+    /// The cached unwinder's rules (`stack::UnwindCache`), when the session unwinds and
+    /// the cached unwinder can run here; else null.
+    unwind_cache: *mut stack::UnwindCache,
     events_since_time: u32,
     /// The stream's last ordering key (`order`): the next is larger.
     last_key: u64,
@@ -70,6 +73,10 @@ impl Drop for ExitFlush {
                 if ptr::eq(st.session, session()) {
                     st.finish();
                 }
+                // The state stays (leaked, small); its unwinder cache (about 30 KiB) goes:
+                // nothing uses it after this, as the thread's later events go to the
+                // exiting threads' stream.
+                stack::free_unwind_cache(std::mem::replace(&mut st.unwind_cache, ptr::null_mut()));
             }
             l.state.set(EXITED);
             l.busy.set(was_busy);
@@ -282,6 +289,12 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
     unsafe { buf.reset(thread, 0) };
     slot.current.store(buf.0, Ordering::Release);
     let (stack_lo, stack_hi) = sys::stack_bounds();
+    let unwind_cache = match session.flags.capture {
+        crate::StackCapture::Unwinder if session.flags.stacks_on_alloc || session.flags.stacks_on_free => {
+            stack::new_unwind_cache()
+        }
+        _ => ptr::null_mut(),
+    };
     let mut st = ThreadState {
         session,
         slot,
@@ -290,6 +303,7 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
         next_index: 1,
         stack_lo,
         stack_hi,
+        unwind_cache,
         events_since_time: 0,
         last_key: 0,
     };
@@ -486,6 +500,7 @@ impl ThreadState {
                     anchor,
                     self.stack_lo,
                     self.stack_hi,
+                    self.unwind_cache,
                 )
             }
         } else {

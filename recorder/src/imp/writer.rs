@@ -60,6 +60,8 @@ pub(crate) struct Writer {
     /// Each encoder thread says here that a `Collect` or `Stop` is done.
     done_rx: Receiver<()>,
     modules: HashSet<(u64, String)>,
+    /// The modules the last scan found: one missing from the next scan was unloaded.
+    loaded: HashSet<(u64, String)>,
     /// The count of `Session::scans_asked` that the last scan answered.
     scans_answered: u64,
 }
@@ -115,6 +117,7 @@ impl Writer {
             encoders: Vec::new(),
             done_rx,
             modules: HashSet::new(),
+            loaded: HashSet::new(),
             scans_answered: 0,
         };
         w.scan_modules();
@@ -217,6 +220,13 @@ impl Writer {
             };
             found.push((base, lib.len() as u64, lib.virtual_memory_bias().0 as u64, path, build_id));
         });
+        let loaded: HashSet<(u64, String)> = found.iter().map(|m| (m.0, m.3.clone())).collect();
+        if self.loaded.iter().any(|m| !loaded.contains(m)) {
+            // Unloaded without our `dlclose` (a program recorded through `Allocator`):
+            // the unwinder's cached rules may describe what is no longer there.
+            super::modules_unloaded();
+        }
+        self.loaded = loaded;
         for (base, size, load_bias, path, build_id) in found {
             if !self.modules.insert((base, path.clone())) {
                 continue;

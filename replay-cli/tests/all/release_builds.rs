@@ -43,25 +43,32 @@ fn app_dir() -> PathBuf {
 /// Builds both programs with `profile` (once per test process) and returns the folder of
 /// the executables.
 fn build(profile: &'static str) -> PathBuf {
-    static BUILT: OnceLock<std::sync::Mutex<BTreeMap<&'static str, PathBuf>>> = OnceLock::new();
+    build_with(profile, "release-app", "-C force-frame-pointers=yes", &[])
+}
+
+/// Builds both programs with `profile`, `rustflags` and more arguments of `cargo build`
+/// (`args`) into `target/<folder>` (once per test process).
+fn build_with(profile: &'static str, folder: &'static str, rustflags: &str, args: &[&str]) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<BTreeMap<(&'static str, &'static str), PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
-    if let Some(dir) = built.get(profile) {
+    if let Some(dir) = built.get(&(profile, folder)) {
         return dir.clone();
     }
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release-app");
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target").join(folder);
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "--profile", profile, "-p", "alloc-in-bin", "-p", "alloc-in-lib"])
         .arg("--manifest-path")
         .arg(app_dir().join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target)
-        // Frame pointers, as the README asks of a game that records callstacks.
-        .env("RUSTFLAGS", "-C force-frame-pointers=yes")
+        .args(args)
+        // Frame pointers, as the README asks of a game that records callstacks (or not).
+        .env("RUSTFLAGS", rustflags)
         .status()
         .expect("run cargo");
-    assert!(status.success(), "building the release fixtures ({profile}) failed");
+    assert!(status.success(), "building the release fixtures ({profile}, {rustflags}) failed");
     let dir = target.join(profile);
-    built.insert(profile, dir.clone());
+    built.insert((profile, folder), dir.clone());
     dir
 }
 
@@ -264,4 +271,54 @@ fn release_build_sites_and_counts_are_exact() {
 #[test]
 fn fat_lto_build_sites_and_counts_are_exact() {
     check_build("release-lto");
+}
+
+/// A game built without frame pointers, recorded with the unwinder (`unwind=unwinder`):
+/// fat LTO, one codegen unit, and debug assertions on, with which the recorder redoes each
+/// capture of its cached unwinder with `_Unwind_Backtrace` and aborts on a difference
+/// (`recorder/src/imp/unwind.rs`); `MEMREPLAY_DEBUG_UNWIND` has it count them. Every site
+/// and count must be as exact as with frame pointers.
+#[test]
+fn fat_lto_build_without_frame_pointers_through_the_cached_unwinder() {
+    let dir = build_with(
+        "release-lto",
+        "release-app-nofp",
+        "-C force-frame-pointers=no",
+        &["--config", "profile.release-lto.debug-assertions=true"],
+    );
+    let logs = std::env::temp_dir().join(format!("memreplay-release-nofp-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    for exe in ["alloc-in-bin", "alloc-in-lib"] {
+        let exe = dir.join(exe);
+        let what = format!("release-lto, no frame pointers, {}", exe.file_name().unwrap().to_string_lossy());
+        let log = logs.join(format!("{}.mrl", exe.file_name().unwrap().to_string_lossy()));
+        let out = Command::new(&exe)
+            .arg("env")
+            .env("MEMREPLAY_LOG", &log)
+            .env("MEMREPLAY_OPTIONS", "free-callstacks=on,unwind=unwinder")
+            .env("MEMREPLAY_DEBUG_UNWIND", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{what}: {stderr}");
+        let counts: Vec<u64> = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("memreplay: unwinder: "))
+            .unwrap_or_else(|| panic!("{what}: no count of the unwinder's captures in {stderr:?}"))
+            .split(' ')
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert!(counts[0] > 0, "{what}: no capture by the cached unwinder: {stderr}");
+        assert_eq!(counts[1], 0, "{what}: captures left to _Unwind_Backtrace: {stderr}");
+        let oracle = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (k, v) = l.split_once('=').unwrap();
+                (k.to_owned(), v.parse().unwrap())
+            })
+            .collect();
+        check_sites(&Recording { log, oracle }, true, &what);
+    }
+    std::fs::remove_dir_all(&logs).ok();
 }
