@@ -168,8 +168,8 @@ pub fn alloc_before_start(p: *mut u8, size: usize, align: usize) {
         return;
     }
     let Ok(layout) = Layout::from_size_align(size, align) else { return };
-    // An anchor above every frame of the stack: each one is left out, none is kept.
-    imp::record_alloc_at(p, layout, imp::Anchor::at(usize::MAX));
+    // An anchor above every frame of the stack: none is walked, none is kept.
+    imp::record_alloc_at(p, layout, imp::Anchor::none());
 }
 
 /// Before and after a `dlclose`: objects may be unloaded, so the unwinder's cached rules

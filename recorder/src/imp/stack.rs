@@ -52,6 +52,11 @@ impl Anchor {
     pub(crate) fn at(sp: usize) -> Anchor {
         Anchor(sp, true)
     }
+
+    /// An anchor above every frame: the capture keeps none, and walks none.
+    pub(crate) fn none() -> Anchor {
+        Anchor(usize::MAX, false)
+    }
 }
 
 /// Captures up to `max` return addresses into `out`, innermost first, starting at the
@@ -72,6 +77,9 @@ pub(crate) unsafe fn capture(
     hi: usize,
     cache: *mut UnwindCache,
 ) -> usize {
+    if anchor.0 == usize::MAX {
+        return 0;
+    }
     match how {
         // SAFETY: the caller's contract, passed on.
         StackCapture::FramePointers => unsafe { walk_frame_pointers(out, max, anchor, lo, hi) },
