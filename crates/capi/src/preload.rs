@@ -242,6 +242,8 @@ impl EarlyTable {
 struct Early {
     /// `pthread_self` of the holder, 0 when free.
     owner: AtomicUsize,
+    /// The process the holder took the lock in (see `lock_early`).
+    owner_pid: std::sync::atomic::AtomicI32,
     table: std::cell::UnsafeCell<EarlyTable>,
 }
 
@@ -250,6 +252,7 @@ unsafe impl Sync for Early {}
 
 static EARLY: Early = Early {
     owner: AtomicUsize::new(0),
+    owner_pid: std::sync::atomic::AtomicI32::new(0),
     table: std::cell::UnsafeCell::new(EarlyTable {
         blocks: [EarlyBlock { p: 0, size: 0, align: 0 }; EARLY_BLOCKS],
         len: 0,
@@ -304,13 +307,36 @@ enum Locked {
 
 fn lock_early() -> Locked {
     let me = me();
+    // SAFETY: getpid has no preconditions (a system call: these calls are few).
+    let pid = unsafe { libc::getpid() };
+    let mut spins = 0u32;
     loop {
         match EARLY.owner.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => break,
             Err(owner) if owner == me => return Locked::Mine,
-            Err(_) => std::hint::spin_loop(),
+            Err(owner) => {
+                // The child of a `fork` made while another thread held the lock (a thread
+                // started before this library's constructor) would wait for a thread it
+                // does not have: the lock of another process is taken over. (The
+                // holder's update of the table may be half done in the child's copy: a
+                // block's entry, at worst; the child never hands the table over, as the
+                // constructor runs in the parent.)
+                spins = spins.wrapping_add(1);
+                if spins % 1024 == 0 {
+                    // 0: the first holder has not said its process yet.
+                    let held_in = EARLY.owner_pid.load(Ordering::Relaxed);
+                    if held_in != 0
+                        && held_in != pid
+                        && EARLY.owner.compare_exchange(owner, me, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                    {
+                        break;
+                    }
+                }
+                std::hint::spin_loop()
+            }
         }
     }
+    EARLY.owner_pid.store(pid, Ordering::Relaxed);
     // SAFETY: the lock is held (until the guard drops): no other reference to the table.
     let guard = EarlyGuard(unsafe { &mut *EARLY.table.get() });
     if guard.closed {

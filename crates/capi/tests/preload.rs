@@ -586,6 +586,26 @@ fn unknown_frees_from(log: &Log, module: &str) -> Vec<u64> {
 }
 
 #[test]
+fn a_fork_while_another_thread_holds_the_early_table_does_not_hang_the_child() {
+    // Before the recorder starts, a library's constructor forks while its thread
+    // allocates through the interposer's table of early blocks: a child forked while the
+    // thread held the table's lock has no such thread, yet its own `malloc` goes through
+    // the same table. It must not wait for it.
+    let exe = build_early();
+    let log = work_dir().join("before-start-fork.mrl");
+    let _ = std::fs::remove_file(&log);
+    let out = output_within_a_minute(
+        Command::new(&exe)
+            .env("LD_PRELOAD", library())
+            .env("MEMREPLAY_LOG", &log)
+            .env("EARLY_THREAD", "1")
+            .env("EARLY_FORK", "300"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(Log::open(&log).unwrap().report.is_clean());
+}
+
+#[test]
 fn a_thread_allocating_through_the_recorders_start_is_recorded_exactly() {
     // A thread started by a constructor before the recorder's allocates and frees while
     // the recorder starts and hands its early blocks over: nothing hangs, and no free of

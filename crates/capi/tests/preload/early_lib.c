@@ -12,10 +12,14 @@
  * bytes that the program frees in `main` (more than the recorder keeps track of before
  * it starts). With EARLY_THREAD=1, the constructor also starts a thread that allocates
  * and frees (64-byte blocks, 16 held at a time) until `main` calls `early_stop`: it runs
- * through the recorder's start. */
+ * through the recorder's start. With EARLY_FORK=N as well, the constructor then forks N
+ * children while that thread allocates (so some forks happen while it holds the
+ * interposer's table of early blocks); each child allocates, frees and exits at once. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 void *volatile early_blocks[3];
 void **early_many;
@@ -57,6 +61,16 @@ __attribute__((constructor)) static void early_init(void) {
         for (long i = 0; i < early_many_n; i++) early_many[i] = malloc(48);
     }
     if (getenv("EARLY_THREAD")) early_thread_started = pthread_create(&early_thread, NULL, churn, NULL) == 0;
+    const char *forks = getenv("EARLY_FORK");
+    for (long i = 0; early_thread_started && forks && i < atol(forks); i++) {
+        pid_t child = fork();
+        if (child == 0) {
+            void *volatile p = malloc(32);
+            free(p);
+            _exit(0);
+        }
+        if (child > 0) waitpid(child, NULL, 0);
+    }
 }
 
 __attribute__((destructor)) static void late_fini(void) {
