@@ -592,9 +592,12 @@ pub struct HtmlArgs {
 /// `--unwind`: how the recorder captures callstacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UnwindArg {
+    /// The unwind tables where the recorder caches their rules (x86_64 Linux, glibc 2.35
+    /// or later: about as fast as frame pointers), frame pointers elsewhere.
+    Auto,
     /// Walk the frame pointers (fast; stacks stop at the first function built without them).
     Fp,
-    /// The unwind tables (a little slower, cached; exact without frame pointers).
+    /// The unwind tables (cached; exact without frame pointers).
     Unwinder,
 }
 
@@ -628,9 +631,11 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N")]
     pub depth: Option<u32>,
     /// How callstacks are captured (recorder option `unwind`): `fp` needs the program
-    /// built with frame pointers (`-fno-omit-frame-pointer`), `unwinder` does not.
-    #[arg(long, value_name = "HOW")]
-    pub unwind: Option<UnwindArg>,
+    /// built with frame pointers (`-fno-omit-frame-pointer`), `unwinder` does not;
+    /// `auto` is `unwinder` where its rules are cached (x86_64, glibc 2.35 or later),
+    /// else `fp`.
+    #[arg(long, value_name = "HOW", default_value = "auto")]
+    pub unwind: UnwindArg,
     /// More recorder options, as in MEMREPLAY_OPTIONS (`key=value,...`), passed through
     /// after those of the flags above.
     #[arg(long, value_name = "OPTIONS")]
@@ -641,8 +646,9 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
-    /// MEMREPLAY_OPTIONS for the flags.
-    pub fn recorder_options(&self) -> String {
+    /// MEMREPLAY_OPTIONS for the flags; `cached_unwinder`: whether the recorder caches
+    /// unwind rules on this system (what `--unwind auto` picks).
+    pub fn recorder_options(&self, cached_unwinder: bool) -> String {
         let on = |v: OnOff| if v == OnOff::On { "on" } else { "off" };
         let mut o = Vec::new();
         if let Some(v) = self.stacks {
@@ -656,9 +662,12 @@ impl RecordArgs {
         if let Some(d) = self.depth {
             o.push(format!("depth={d}"));
         }
-        if let Some(u) = self.unwind {
-            o.push(format!("unwind={}", if u == UnwindArg::Fp { "fp" } else { "unwinder" }));
-        }
+        let unwinder = match self.unwind {
+            UnwindArg::Auto => cached_unwinder,
+            UnwindArg::Fp => false,
+            UnwindArg::Unwinder => true,
+        };
+        o.push(format!("unwind={}", if unwinder { "unwinder" } else { "fp" }));
         if let Some(extra) = self.options.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             o.push(extra.to_owned());
         }

@@ -81,7 +81,7 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
     std::fs::File::create(&output).map_err(|e| usage(format!("record: cannot write {}: {e}", output.display())))?;
     // The log's path as the program sees it, whatever directory it changes to.
     let output = std::fs::canonicalize(&output).unwrap_or(output);
-    let options = a.recorder_options();
+    let options = a.recorder_options(caches_unwind_rules());
 
     // Where the preloaded library counts the calls made after the log ended.
     let after_end = preload.as_ref().and_then(|_| AfterEnd::new());
@@ -315,6 +315,24 @@ fn restore_signals(saved: Saved) {
     unsafe {
         libc::signal(libc::SIGINT, saved[0]);
         libc::signal(libc::SIGTERM, saved[1]);
+    }
+}
+
+/// Whether the recorder caches unwind rules here (`unwind=unwinder` is then about as fast
+/// as the frame-pointer walk): x86_64 Linux with glibc 2.35 or later, whose
+/// `_dl_find_object` it needs. The program runs with this process's C library.
+fn caches_unwind_rules() -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+    {
+        // SAFETY: gnu_get_libc_version returns a static string.
+        let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        let mut parts = version.to_str().unwrap_or("").split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        (major, minor) >= (2, 35)
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu")))]
+    {
+        false
     }
 }
 

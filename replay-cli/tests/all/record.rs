@@ -164,6 +164,48 @@ fn threads_without_frame_pointers_through_the_unwinder() {
 }
 
 #[test]
+fn a_program_without_frame_pointers_gets_whole_stacks_by_default() {
+    // GCC at -O2 on x86_64 omits frame pointers: the frame-pointer walk would stop in
+    // the program's first frame. `--unwind auto` (the default) takes the unwind tables
+    // here (glibc 2.35 or later), so the leaked blocks' stacks reach the C library's
+    // frame that called `main`.
+    let exe = build("threads.c", "threads-default", &["-O2", "-fomit-frame-pointer"]);
+    let log = dir().join("threads-default.mrl");
+    let out = record(&["-o", log.to_str().unwrap()], &exe, &["2", "5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = Log::open(&log).unwrap();
+    let events = || log.blocks.iter().flat_map(|b| b.events.iter());
+    let strings = strings(&log);
+    let libc: Vec<_> = events()
+        .filter_map(|e| match e {
+            Event::Module { base, size, path, .. } if strings.get(path).is_some_and(|p| p.contains("/libc.so")) => {
+                Some(*base..*base + *size)
+            }
+            _ => None,
+        })
+        .collect();
+    let stacks: HashMap<_, _> = events()
+        .filter_map(|e| match e {
+            Event::DefineStack { id, frames } => Some((*id, frames.clone())),
+            _ => None,
+        })
+        .collect();
+    let leaked: Vec<&Vec<u64>> = events()
+        .filter_map(|e| match e {
+            Event::Alloc { size: 4242, stack, .. } => stacks.get(stack),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(leaked.len(), 5);
+    for frames in leaked {
+        assert!(
+            frames.iter().any(|f| libc.iter().any(|r| r.contains(f))),
+            "the stack stops before the C library: {frames:x?}"
+        );
+    }
+}
+
+#[test]
 fn the_exit_status_is_passed_through() {
     let exe = build("exit_with.c", "exit_with", &["-O1"]);
     let log = dir().join("exit.mrl");
