@@ -284,6 +284,22 @@ impl CallsBeforeStart {
     pub fn calls(&self) -> u64 {
         self.allocations.saturating_add(self.frees).saturating_add(self.reallocs)
     }
+
+    /// Adds a `BEFORE_START` record's counts (a log may hold more than one), saturating.
+    pub fn add(&mut self, record: &memreplay_format::Event) {
+        if let memreplay_format::Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked } = *record {
+            for (sum, n) in [
+                (&mut self.allocations, allocations),
+                (&mut self.frees, frees),
+                (&mut self.reallocs, reallocs),
+                (&mut self.bytes, bytes),
+                (&mut self.live, live),
+                (&mut self.untracked, untracked),
+            ] {
+                *sum = sum.saturating_add(n);
+            }
+        }
+    }
 }
 
 /// Things in the log that do not add up, counted rather than fatal.

@@ -336,18 +336,8 @@ impl ReplayState {
                 self.budgets.entry(domain).or_default().push(BudgetSample { time_ns: time, budget, usage });
             }
             Event::Display { width, height } => self.display = Some((width, height)),
-            Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked } => {
-                let b = self.before_start.get_or_insert_with(CallsBeforeStart::default);
-                for (sum, n) in [
-                    (&mut b.allocations, allocations),
-                    (&mut b.frees, frees),
-                    (&mut b.reallocs, reallocs),
-                    (&mut b.bytes, bytes),
-                    (&mut b.live, live),
-                    (&mut b.untracked, untracked),
-                ] {
-                    *sum = sum.saturating_add(n);
-                }
+            Event::BeforeStart { .. } => {
+                self.before_start.get_or_insert_with(CallsBeforeStart::default).add(event);
             }
             Event::Module { base, size, load_bias, path, ref build_id } => {
                 // Only the recorder's metadata stream maps modules (as `ModuleMap::read`).

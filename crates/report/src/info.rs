@@ -492,19 +492,9 @@ impl Counter {
                 Event::ProcessMemory { .. } => counts.process_memory += 1,
                 Event::Budget { .. } => counts.budget += 1,
                 Event::Display { .. } => counts.display += 1,
-                Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked } => {
+                e @ Event::BeforeStart { .. } => {
                     counts.before_start += 1;
-                    let b = self.before_start.get_or_insert_with(CallsBeforeStart::default);
-                    for (sum, n) in [
-                        (&mut b.allocations, allocations),
-                        (&mut b.frees, frees),
-                        (&mut b.reallocs, reallocs),
-                        (&mut b.bytes, bytes),
-                        (&mut b.live, live),
-                        (&mut b.untracked, untracked),
-                    ] {
-                        *sum = sum.saturating_add(*n);
-                    }
+                    self.before_start.get_or_insert_with(CallsBeforeStart::default).add(e);
                 }
                 Event::ThreadInfo { os_tid, name } => {
                     counts.thread_info += 1;
