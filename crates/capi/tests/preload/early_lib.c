@@ -10,9 +10,9 @@
  * 10099 bytes asked.
  * With EARLY_MANY=N in the environment, the constructor also allocates N blocks of 48
  * bytes that the program frees in `main` (more than the recorder keeps track of before
- * it starts). With EARLY_THREAD=1, the constructor also starts a thread that allocates
- * and frees (64-byte blocks, 16 held at a time) until `main` calls `early_stop`: it runs
- * through the recorder's start. With EARLY_FORK=N as well, the constructor then forks N
+ * it starts). With EARLY_THREAD=N (1 to 4), the constructor also starts N threads that
+ * allocate and free (64-byte blocks, 16 held at a time) until `main` calls `early_stop`:
+ * they run through the recorder's start. With EARLY_FORK=N as well, the constructor then forks N
  * children while that thread allocates (so some forks happen while it holds the
  * interposer's table of early blocks); each child allocates, frees and exits at once. */
 #include <pthread.h>
@@ -26,7 +26,7 @@ void **early_many;
 long early_many_n;
 
 static atomic_int early_stopping;
-static pthread_t early_thread;
+static pthread_t early_threads[4];
 static int early_thread_started;
 
 static void *churn(void *arg) {
@@ -40,11 +40,11 @@ static void *churn(void *arg) {
     return NULL;
 }
 
-/* Stops and joins the thread EARLY_THREAD started, if any. */
+/* Stops and joins the threads EARLY_THREAD started, if any. */
 void early_stop(void) {
-    if (!early_thread_started) return;
     atomic_store(&early_stopping, 1);
-    pthread_join(early_thread, NULL);
+    for (int i = 0; i < early_thread_started; i++) pthread_join(early_threads[i], NULL);
+    early_thread_started = 0;
 }
 
 __attribute__((constructor)) static void early_init(void) {
@@ -60,7 +60,9 @@ __attribute__((constructor)) static void early_init(void) {
         early_many = malloc(sizeof(void *) * (size_t)early_many_n);
         for (long i = 0; i < early_many_n; i++) early_many[i] = malloc(48);
     }
-    if (getenv("EARLY_THREAD")) early_thread_started = pthread_create(&early_thread, NULL, churn, NULL) == 0;
+    const char *threads = getenv("EARLY_THREAD");
+    for (int i = 0; threads && i < atoi(threads) && i < 4; i++)
+        early_thread_started += pthread_create(&early_threads[i], NULL, churn, NULL) == 0;
     const char *forks = getenv("EARLY_FORK");
     for (long i = 0; early_thread_started && forks && i < atol(forks); i++) {
         pid_t child = fork();
