@@ -254,7 +254,7 @@ pub fn in_recorder() -> bool {
 pub fn untracked<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(feature = "capture_replay_log")]
     {
-        imp::untracked(f)
+        imp::untracked_by_caller(f)
     }
     #[cfg(not(feature = "capture_replay_log"))]
     {

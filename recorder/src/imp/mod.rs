@@ -36,7 +36,7 @@ pub(crate) use stack::Anchor;
 pub(crate) use sys::BOUNDS_FROM_MAPS;
 pub(crate) use thread::{
     attach_pop, attach_push, budget, context_pop, display_size, domain_alloc, domain_free, frame_start, in_recorder,
-    label, on_alloc, on_free, realloc_begin, realloc_end, set_thread_name, untracked, usage,
+    label, on_alloc, on_free, realloc_begin, realloc_end, set_thread_name, untracked, untracked_by_caller, usage,
 };
 pub(crate) use thread::{forget_if_busy, note_if_busy, record_alloc_at, record_free_at, record_realloc_at};
 // Called from the macros, expanded in the game's crate.

@@ -46,14 +46,22 @@ struct Local {
     state: Cell<*mut ThreadState>,
     /// Inside a hook or other recorder code: allocations pass through unrecorded.
     busy: Cell<bool>,
-    /// One of the recorder's own threads (writer, encoders), busy for good, or inside
-    /// `not_noted`: allocations are not noted in `own_blocks`.
+    /// One of the recorder's own threads (writer, encoders), busy for good: allocations
+    /// are not noted in `own_blocks`.
     recorder: Cell<bool>,
+    /// Inside `not_noted` or the public `untracked` (whose blocks the caller frees
+    /// wherever it likes): allocations are not noted in `own_blocks` either.
+    unnoted: Cell<bool>,
 }
 
 thread_local! {
     static LOCAL: Local = const {
-        Local { state: Cell::new(ptr::null_mut()), busy: Cell::new(false), recorder: Cell::new(false) }
+        Local {
+            state: Cell::new(ptr::null_mut()),
+            busy: Cell::new(false),
+            recorder: Cell::new(false),
+            unnoted: Cell::new(false),
+        }
     };
     static EXIT: ExitFlush = const { ExitFlush };
 }
@@ -145,7 +153,7 @@ mod own_blocks {
 #[inline(always)]
 pub(crate) fn note_if_busy(p: *mut u8) {
     let _ = LOCAL.try_with(|l| {
-        if l.busy.get() && !l.recorder.get() {
+        if l.busy.get() && !l.recorder.get() && !l.unnoted.get() {
             own_blocks::note(p as usize);
         }
     });
@@ -179,14 +187,30 @@ pub(crate) fn in_recorder() -> bool {
     LOCAL.try_with(|l| l.busy.get()).unwrap_or(false)
 }
 
+/// Runs `f` busy: the recorder's own code (starting a session, its bookkeeping), whose
+/// blocks freed later by the program's side are noted (`own_blocks`).
 pub(crate) fn untracked<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
+    untracked_noting(true, f)
+}
+
+/// The public `untracked`: the caller's own blocks, which it frees where it likes, so
+/// they are not noted (a note outliving its block could hide a later free at the same
+/// address).
+pub(crate) fn untracked_by_caller<R>(f: impl FnOnce() -> R) -> R {
+    untracked_noting(false, f)
+}
+
+fn untracked_noting<R>(noting: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(bool, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            let _ = LOCAL.try_with(|l| l.busy.set(self.0));
+            let _ = LOCAL.try_with(|l| {
+                l.busy.set(self.0);
+                l.unnoted.set(self.1);
+            });
         }
     }
-    let _restore = Restore(LOCAL.with(|l| l.busy.replace(true)));
+    let _restore = LOCAL.with(|l| Restore(l.busy.replace(true), l.unnoted.replace(!noting)));
     f()
 }
 
@@ -214,7 +238,7 @@ fn with_state_for(block: OwnBlock, f: impl FnOnce(&mut ThreadState, &Session)) {
         match block {
             OwnBlock::None => {}
             OwnBlock::Alloc(p) => {
-                if !l.recorder.get() {
+                if !l.recorder.get() && !l.unnoted.get() {
                     own_blocks::note(p);
                 }
             }
@@ -274,9 +298,9 @@ fn register(session: &'static Session) -> *mut ThreadState {
 /// freed) or freed inside it (its buffer): not noted as blocks the program's side frees
 /// (`own_blocks`), so that they do not fill the table.
 fn not_noted<R>(f: impl FnOnce() -> R) -> R {
-    let was = LOCAL.try_with(|l| l.recorder.replace(true)).unwrap_or(true);
+    let was = LOCAL.try_with(|l| l.unnoted.replace(true)).unwrap_or(true);
     let r = f();
-    let _ = LOCAL.try_with(|l| l.recorder.set(was));
+    let _ = LOCAL.try_with(|l| l.unnoted.set(was));
     r
 }
 
