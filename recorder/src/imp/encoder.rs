@@ -266,7 +266,10 @@ pub(crate) struct Encoder {
     index: u32,
     of: u32,
     /// Streams by thread id (ids are dense, from 0); `None` once a thread has exited.
-    streams: Vec<Option<Stream>>,
+    /// Indexed by thread id. Boxed: ids are never reused, so the vector keeps a slot for
+    /// every thread that ever was; a slot is a pointer, and a thread's stream state
+    /// (about 1.8 KiB) goes when its last buffer has been encoded.
+    streams: Vec<Option<Box<Stream>>>,
     /// Private caches of the shared tables.
     strings: HashMap<Box<str>, u32>,
     stacks: FxMap<StackRef, u32>,
@@ -509,7 +512,7 @@ impl Encoder {
         if i >= self.streams.len() {
             self.streams.resize_with(i + 1, || None);
         }
-        self.streams[i] = Some(Stream::default());
+        self.streams[i] = Some(Box::default());
     }
 
     /// Appends an event to its thread's stream; each block starts by restating the time.

@@ -74,19 +74,19 @@ impl Drop for ExitFlush {
         let _ = LOCAL.try_with(|l| {
             let was_busy = l.busy.replace(true);
             let st = l.state.get();
+            l.state.set(EXITED);
             if !st.is_null() && st != EXITED {
-                // SAFETY: a registered state is leaked (never freed) and only its own
-                // thread touches it; the thread is exiting, with nothing else running on it.
-                let st = unsafe { &mut *st };
+                // SAFETY: a registered state was made by `Box::into_raw` and only its own
+                // thread touches it; the thread is exiting, and `state` no longer points
+                // to it: its later events go to the exiting threads' stream. So it is
+                // freed here (a thread that comes and goes leaves nothing behind).
+                let mut st = unsafe { Box::from_raw(st) };
                 if ptr::eq(st.session, session()) {
                     st.finish();
                 }
-                // The state stays (leaked, small); its unwinder cache (about 30 KiB) goes:
-                // nothing uses it after this, as the thread's later events go to the
-                // exiting threads' stream.
                 stack::free_unwind_cache(std::mem::replace(&mut st.unwind_cache, ptr::null_mut()));
+                drop(st);
             }
-            l.state.set(EXITED);
             l.busy.set(was_busy);
         });
     }
@@ -261,8 +261,8 @@ fn with_state_for(block: OwnBlock, f: impl FnOnce(&mut ThreadState, &Session)) {
     l.busy.set(true);
     // SAFETY: sessions are never freed.
     let session = unsafe { &*s };
-    // SAFETY: a non-null state other than `EXITED` was registered and leaked (never
-    // freed); only its own thread reads it.
+    // SAFETY: a non-null state other than `EXITED` was registered (it is freed only by
+    // the thread's exit flush, which sets `EXITED` first); only its own thread reads it.
     let stale = !exiting && (st.is_null() || !ptr::eq(unsafe { (*st).session }, s));
     if exiting {
         st = lock_exiting_stream(session);
@@ -271,7 +271,8 @@ fn with_state_for(block: OwnBlock, f: impl FnOnce(&mut ThreadState, &Session)) {
         l.state.set(st);
     }
     // SAFETY: `st` is this thread's registered state (or the exiting threads' shared
-    // one, under `EXITING_LOCK`): leaked, and touched by no one else meanwhile.
+    // one, under `EXITING_LOCK`): live until the thread's exit flush, and touched by no
+    // one else meanwhile.
     f(unsafe { &mut *st }, session);
     if exiting {
         EXITING_LOCK.store(false, Ordering::Release);
