@@ -145,8 +145,8 @@ pub(crate) struct UnwindCache {
 }
 
 /// A new, empty cache, owned by the thread state that holds it (freed by the thread's exit
-/// flush, `stack::free_unwind_cache`). Allocates: call it
-/// where the recorder's own allocations pass through.
+/// flush, `stack::free_unwind_cache`). Allocates: call it where the recorder's own
+/// allocations pass through.
 pub(crate) fn new_cache() -> *mut UnwindCache {
     let mut b = Box::<UnwindCache>::new_uninit();
     let p = b.as_mut_ptr();
