@@ -153,8 +153,8 @@ mod own_blocks {
 #[inline(always)]
 pub(crate) fn note_if_busy(p: *mut u8) {
     let _ = LOCAL.try_with(|l| {
-        if l.busy.get() && !l.recorder.get() && !l.unnoted.get() {
-            own_blocks::note(p as usize);
+        if l.busy.get() {
+            busy_block(l, OwnBlock::Alloc(p as usize));
         }
     });
 }
@@ -165,9 +165,27 @@ pub(crate) fn note_if_busy(p: *mut u8) {
 pub(crate) fn forget_if_busy(p: *mut u8) {
     let _ = LOCAL.try_with(|l| {
         if l.busy.get() {
-            own_blocks::forget(p as usize);
+            busy_block(l, OwnBlock::Free(p as usize));
         }
     });
+}
+
+/// A block allocated or freed while the thread is busy (`own_blocks`): an allocation is
+/// noted unless it is a recorder thread's or the caller's own (`Local::unnoted`), and a
+/// free forgets its note.
+#[inline(always)]
+fn busy_block(l: &Local, block: OwnBlock) {
+    match block {
+        OwnBlock::None => {}
+        OwnBlock::Alloc(p) => {
+            if !l.recorder.get() && !l.unnoted.get() {
+                own_blocks::note(p);
+            }
+        }
+        OwnBlock::Free(p) => {
+            own_blocks::forget(p);
+        }
+    }
 }
 
 /// What a hook does to a block, for the blocks allocated for the recorder (`own_blocks`).
@@ -235,17 +253,7 @@ fn with_state_for(block: OwnBlock, f: impl FnOnce(&mut ThreadState, &Session)) {
     // SAFETY: as said above, the thread-local outlives every use on this thread.
     let l: &Local = unsafe { &*LOCAL.with(|l| l as *const Local) };
     if l.busy.get() {
-        match block {
-            OwnBlock::None => {}
-            OwnBlock::Alloc(p) => {
-                if !l.recorder.get() && !l.unnoted.get() {
-                    own_blocks::note(p);
-                }
-            }
-            OwnBlock::Free(p) => {
-                own_blocks::forget(p);
-            }
-        }
+        busy_block(l, block);
         return;
     }
     let mut st = l.state.get();

@@ -146,15 +146,18 @@ fn record(exe: &Path, mode: &str, dir: &Path) -> Recording {
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{} {mode}: {}", exe.display(), String::from_utf8_lossy(&out.stderr));
-    let oracle = String::from_utf8(out.stdout)
-        .unwrap()
+    Recording { log, oracle: oracle(&out.stdout) }
+}
+
+/// The oracle's tally from the program's output: `key=count` lines.
+fn oracle(stdout: &[u8]) -> BTreeMap<String, u64> {
+    String::from_utf8_lossy(stdout)
         .lines()
         .map(|l| {
             let (k, v) = l.split_once('=').unwrap();
             (k.to_owned(), v.parse().unwrap())
         })
-        .collect();
-    Recording { log, oracle }
+        .collect()
 }
 
 /// The log's figures as the oracle names them.
@@ -310,15 +313,7 @@ fn fat_lto_build_without_frame_pointers_through_the_cached_unwinder() {
             .collect();
         assert!(counts[0] > 0, "{what}: no capture by the cached unwinder: {stderr}");
         assert_eq!(counts[1], 0, "{what}: captures left to _Unwind_Backtrace: {stderr}");
-        let oracle = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let (k, v) = l.split_once('=').unwrap();
-                (k.to_owned(), v.parse().unwrap())
-            })
-            .collect();
-        check_sites(&Recording { log, oracle }, true, &what);
+        check_sites(&Recording { log, oracle: oracle(&out.stdout) }, true, &what);
     }
     std::fs::remove_dir_all(&logs).ok();
 }
