@@ -14,8 +14,10 @@
 //! ever removed one by one (the replay marks freed entries instead, see `state.rs`);
 //! [`AddrMap::retain`] rebuilds the table without the entries it drops.
 
-/// The key of an empty slot. A real entry with this key lives in `max_key`.
-const EMPTY: u64 = u64::MAX;
+/// The key of an empty slot: zero, so that a new table is memory the kernel hands out
+/// zeroed, untouched until an entry lands in it (see [`AddrMap::rebuild`]). A real entry
+/// with this key lives in `zero_key`.
+const EMPTY: u64 = 0;
 
 /// Smallest capacity (slots) of a table that holds anything.
 const MIN_CAPACITY: usize = 1024;
@@ -23,19 +25,19 @@ const MIN_CAPACITY: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct AddrMap<V> {
     entries: Vec<Entry<V>>,
-    /// Entries in `entries` (not counting `max_key`).
+    /// Entries in `entries` (not counting `zero_key`).
     len: usize,
-    /// The entry whose key is `u64::MAX` (the empty marker), if any.
-    max_key: Option<V>,
+    /// The entry whose key is 0 (the empty marker), if any.
+    zero_key: Option<V>,
     /// Entries the table holds before it is full: a third of its slots (see
     /// [`AddrMap::is_full`]).
     most: usize,
 }
 
-/// A key beside its value, aligned to 32 bytes: with the replay's 24-byte values, two to
-/// a cache line and never across two (a lookup is one line, a prefetch one hint).
+/// A key beside its value: with the replay's 16-byte values, 24 bytes, eight to three
+/// cache lines. A lookup's entry may straddle two lines; [`AddrMap::prefetch`] loads both.
 #[derive(Debug, Clone, Copy)]
-#[repr(C, align(32))]
+#[repr(C)]
 struct Entry<V> {
     key: u64,
     value: V,
@@ -43,7 +45,7 @@ struct Entry<V> {
 
 impl<V> Default for AddrMap<V> {
     fn default() -> Self {
-        AddrMap { entries: Vec::new(), len: 0, max_key: None, most: 0 }
+        AddrMap { entries: Vec::new(), len: 0, zero_key: None, most: 0 }
     }
 }
 
@@ -86,10 +88,56 @@ fn home(key: u64, mask: usize) -> usize {
     (h.rotate_left(32) as usize) & mask
 }
 
-impl<V: Copy + Default> AddrMap<V> {
+/// A value whose all-zero bytes are a valid value (so a table can start as zeroed memory).
+///
+/// # Safety
+/// Implementors promise that every field of the type is valid when all its bytes are 0.
+pub unsafe trait ZeroIsValid {}
+
+// SAFETY: any bit pattern is a valid integer.
+unsafe impl ZeroIsValid for u64 {}
+
+/// A table of `n` empty entries, all zero: for a large table, fresh pages the kernel
+/// backs only once they are written.
+fn empty_table<V: ZeroIsValid>(n: usize) -> Vec<Entry<V>> {
+    let layout = std::alloc::Layout::array::<Entry<V>>(n).expect("a live-allocation table within the address space");
+    assert!(layout.size() > 0, "a table of at least one entry");
+    // SAFETY: `layout` has a non-zero size. The memory comes from the global allocator with
+    // the layout a `Vec<Entry<V>>` of capacity `n` frees it with, and all-zero entries are
+    // valid: a zero key is the empty marker, and `V: ZeroIsValid`.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout).cast::<Entry<V>>();
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, n, n)
+    }
+}
+
+const PAGE: usize = 4096;
+
+/// Hands the whole pages of `bytes` back to the kernel: their memory is no longer
+/// needed, and reads of it would see zeros (Linux only; elsewhere nothing).
+fn release_pages(bytes: std::ops::Range<usize>) {
+    #[cfg(target_os = "linux")]
+    {
+        let (start, end) = (bytes.start.next_multiple_of(PAGE), bytes.end / PAGE * PAGE);
+        if end > start {
+            // SAFETY: the range lies inside an allocation the caller owns and no longer
+            // reads (see `rebuild`); MADV_DONTNEED only drops the pages' contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+}
+
+impl<V: Copy + Default + ZeroIsValid> AddrMap<V> {
     /// Entries in the table.
     pub fn len(&self) -> usize {
-        self.len + usize::from(self.max_key.is_some())
+        self.len + usize::from(self.zero_key.is_some())
     }
 
     /// Bytes of heap the table takes.
@@ -120,7 +168,7 @@ impl<V: Copy + Default> AddrMap<V> {
     #[inline]
     pub fn get(&self, key: u64) -> Option<&V> {
         if key == EMPTY {
-            return self.max_key.as_ref();
+            return self.zero_key.as_ref();
         }
         if self.entries.is_empty() {
             return None;
@@ -144,7 +192,7 @@ impl<V: Copy + Default> AddrMap<V> {
     /// The value of `key`, to change.
     pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
         if key == EMPTY {
-            return self.max_key.as_mut();
+            return self.zero_key.as_mut();
         }
         if self.entries.is_empty() {
             return None;
@@ -159,8 +207,8 @@ impl<V: Copy + Default> AddrMap<V> {
     #[inline]
     pub fn entry(&mut self, key: u64) -> (&mut V, bool) {
         if key == EMPTY {
-            let present = self.max_key.is_some();
-            return (self.max_key.get_or_insert_with(V::default), present);
+            let present = self.zero_key.is_some();
+            return (self.zero_key.get_or_insert_with(V::default), present);
         }
         if self.is_full() {
             self.grow();
@@ -207,7 +255,7 @@ impl<V: Copy + Default> AddrMap<V> {
             .iter()
             .filter(|e| e.key != EMPTY)
             .map(|e| (e.key, &e.value))
-            .chain(self.max_key.as_ref().map(|v| (EMPTY, v)))
+            .chain(self.zero_key.as_ref().map(|v| (EMPTY, v)))
     }
 
     /// Keeps only the entries for which `keep` holds, in a table sized for them.
@@ -224,23 +272,38 @@ impl<V: Copy + Default> AddrMap<V> {
 
     /// Moves the entries `keep` accepts into a table with room for `entries` at a load of
     /// at most a fifth, so that more than a tenth of it fills before it is full again.
+    ///
+    /// The old and the new table are not both in memory whole: the new one is zeroed
+    /// memory, backed by the kernel only where entries land, and the old one is moved in
+    /// order and handed back a few pages at a time as it goes. An entry's new home is its
+    /// old one or that plus the old capacity, so the pages the new table needs grow in
+    /// step with those the old one gives back, and growing a table of a few hundred
+    /// megabytes costs its new size at most, not one and a half times it.
     fn rebuild(&mut self, entries: usize, mut keep: impl FnMut(&V) -> bool) {
         let capacity = (entries * 5).next_power_of_two().max(MIN_CAPACITY);
-        let mut table = Vec::with_capacity(capacity);
-        huge_pages(table.spare_capacity_mut());
-        table.resize(capacity, Entry { key: EMPTY, value: V::default() });
+        let table = empty_table(capacity);
+        huge_pages(&table);
         let old = std::mem::replace(&mut self.entries, table);
         self.most = capacity / 3;
         self.len = 0;
-        for e in old {
-            if e.key != EMPTY && keep(&e.value) {
-                let i = self.find(e.key);
-                self.entries[i] = e;
-                self.len += 1;
+        const CHUNK: usize = 1 << 16;
+        let (at, size) = (old.as_ptr() as usize, std::mem::size_of::<Entry<V>>());
+        for (c, chunk) in old.chunks(CHUNK).enumerate() {
+            for e in chunk {
+                if e.key != EMPTY && keep(&e.value) {
+                    let i = self.find(e.key);
+                    self.entries[i] = *e;
+                    self.len += 1;
+                }
             }
+            // From where the previous chunk's release stopped (a page straddling two
+            // chunks goes with the second) to the last whole page of this chunk.
+            let from = if c == 0 { at } else { (at + c * CHUNK * size) / PAGE * PAGE };
+            release_pages(from..at + (c * CHUNK + chunk.len()) * size);
         }
-        if self.max_key.as_ref().is_some_and(|v| !keep(v)) {
-            self.max_key = None;
+        drop(old);
+        if self.zero_key.as_ref().is_some_and(|v| !keep(v)) {
+            self.zero_key = None;
         }
     }
 }
@@ -251,9 +314,8 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
-    fn an_entry_of_three_words_fills_half_a_cache_line() {
-        assert_eq!(std::mem::size_of::<Entry<[u64; 3]>>(), 32);
-        assert_eq!(std::mem::align_of::<Entry<[u64; 3]>>(), 32);
+    fn an_entry_of_two_words_is_three_words() {
+        assert_eq!(std::mem::size_of::<Entry<[u64; 2]>>(), 24);
     }
 
     /// Random inserts, updates, lookups and sweeps against `HashMap`.

@@ -1,21 +1,124 @@
 //! Live allocations: per domain, the allocations by address (with tombstones for
 //! recent frees), and the index of the big ones for attaches to interior pointers.
 
-use super::addr_map::AddrMap;
+use super::addr_map::{AddrMap, ZeroIsValid};
+use super::ids::FxMap;
 
-/// A live allocation: 24 bytes, so that with its address an entry of the live-allocation
-/// map is 32 bytes, two to a cache line and never across two: the replay's cost is
-/// mostly the cache misses of that map. Container usage is kept aside
-/// (`ReplayState::used`).
-#[derive(Debug, Clone, Copy, Default)]
+/// A live allocation, as the replay reads and writes it. The table keeps it packed in 16
+/// bytes ([`Packed`]); this is the unpacked value its methods take and give.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Live {
     pub(crate) size: u64,
     /// Its sequence number: when it was made, and which of its thread's allocations is
     /// the latest (for temporaries).
     pub(crate) seq: u64,
     pub(crate) slot: u32,
-    /// Index into `ReplayState::sites`, and [`Live::USAGE_REPORTED`].
-    pub(crate) site_and_flag: u32,
+    /// Index into `ReplayState::sites`.
+    pub(crate) site: u32,
+    /// The allocation reported its usage (it is in `ReplayState::used`), so a free looks
+    /// there only then.
+    pub(crate) usage_reported: bool,
+}
+
+/// A table entry's value: 16 bytes, so that with its address an entry is 24 (it was 32:
+/// a quarter less memory per live allocation, and more entries per cache line).
+///
+/// `place`: the slot (low half) and the site with the usage flag (high half); a slot of
+/// [`Packed::FREED`] marks a tombstone, whose `size_seq` is then the domain's free count
+/// at the free. `size_seq` of a live allocation: the size (low [`SIZE_BITS`]), the
+/// sequence number less its epoch's base ([`OFFSET_BITS`]) and the epoch (top byte).
+/// Sizes and sequence numbers are up to 64 bits, but nearly every allocation is under
+/// 1 MiB, and the recorder's sequence numbers are nanoseconds of the recording: the
+/// epochs ([`Epochs`]) are 256 bases, each the start of a 68-second span (2³⁶ ns),
+/// given out as the spans come and taken back when no live allocation is in them. An
+/// allocation that does not fit (a bigger size, every epoch in use) is [`WIDE`]: its
+/// size and number are kept in full beside the table.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Packed {
+    place: u64,
+    size_seq: u64,
+}
+
+// SAFETY: two integers: all-zero bytes are a live allocation of 0 bytes in slot 0.
+unsafe impl ZeroIsValid for Packed {}
+
+const SIZE_BITS: u32 = 20;
+const OFFSET_BITS: u32 = 36;
+/// The epoch byte of an allocation kept in full in [`LiveAllocations::wide`].
+const WIDE: u8 = u8::MAX;
+/// Epochs 0..=254 (255 is [`WIDE`]).
+const EPOCHS: usize = WIDE as usize;
+
+impl Packed {
+    /// `place`'s slot half in a tombstone.
+    const FREED: u32 = u32::MAX;
+    /// A bit of `place`'s site half: the allocation reported its usage. (Sites are fewer
+    /// than 2³¹; `ReplayState::site` checks it.)
+    pub(crate) const USAGE_REPORTED: u32 = 1 << 31;
+
+    #[inline(always)]
+    fn is_live(&self) -> bool {
+        self.place as u32 != Packed::FREED
+    }
+
+    #[inline(always)]
+    fn epoch(&self) -> u8 {
+        (self.size_seq >> (SIZE_BITS + OFFSET_BITS)) as u8
+    }
+
+    #[inline(always)]
+    fn tombstone(frees: u64) -> Packed {
+        Packed { place: u64::from(Packed::FREED), size_seq: frees }
+    }
+}
+
+/// The bases of the sequence-number spans that packed allocations refer to, and how
+/// many live allocations each holds (see [`Packed`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Epochs {
+    base: [u64; EPOCHS],
+    live: [u64; EPOCHS],
+    /// The epoch new allocations go to while their numbers are in its span.
+    current: u8,
+}
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs { base: [0; EPOCHS], live: [0; EPOCHS], current: 0 }
+    }
+}
+
+impl Epochs {
+    /// The epoch whose span holds `seq`, given out if need be; [`WIDE`] if none can be.
+    #[inline(always)]
+    fn of(&mut self, seq: u64) -> u8 {
+        let c = self.current;
+        if seq.wrapping_sub(self.base[c as usize]) < 1 << OFFSET_BITS {
+            c
+        } else {
+            self.other(seq)
+        }
+    }
+
+    /// [`Epochs::of`] past the current epoch: one whose span holds `seq`, else an unused
+    /// one that starts at `seq`. Once per 68 s of a recording, so a scan is cheap.
+    #[cold]
+    #[inline(never)]
+    fn other(&mut self, seq: u64) -> u8 {
+        let fits = |e: usize, base: &[u64; EPOCHS]| seq.wrapping_sub(base[e]) < 1 << OFFSET_BITS;
+        let found = (0..EPOCHS).find(|&e| self.live[e] > 0 && fits(e, &self.base)).or_else(|| {
+            let e = (0..EPOCHS).find(|&e| self.live[e] == 0)?;
+            self.base[e] = seq;
+            Some(e)
+        });
+        match found {
+            Some(e) => {
+                self.current = e as u8;
+                e as u8
+            }
+            None => WIDE,
+        }
+    }
 }
 
 /// Heap allocations of at least this size are indexed for interior-pointer lookups;
@@ -51,33 +154,72 @@ pub(crate) enum Freed {
 /// table rarely fills.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LiveAllocations {
-    pub(crate) map: AddrMap<Live>,
+    pub(crate) map: AddrMap<Packed>,
+    full: FullValues,
     /// Tombstones in `map`.
     pub(crate) freed: u64,
     /// Frees so far: a tombstone's `seq` is the count at its free.
     pub(crate) frees: u64,
 }
 
-impl Live {
-    /// `slot` of a tombstone.
-    const FREED: u32 = u32::MAX;
-    /// A bit of `site_and_flag`: the allocation reported its usage (it is in
-    /// `ReplayState::used`), so a free looks there only then. (Sites are far fewer.)
-    pub(crate) const USAGE_REPORTED: u32 = 1 << 31;
+/// What a packed entry leaves out: its epoch's base, or the whole size and number of a
+/// [`WIDE`] one.
+#[derive(Debug, Clone, Default)]
+struct FullValues {
+    epochs: Epochs,
+    /// (size, seq) of the [`WIDE`] allocations, by address.
+    wide: FxMap<u64, (u64, u64)>,
+}
 
+impl FullValues {
+    /// Packs `live` (at `addr`) for the table, counting it in its epoch.
     #[inline(always)]
-    pub(crate) fn site(&self) -> u32 {
-        self.site_and_flag & !Live::USAGE_REPORTED
+    fn pack(&mut self, addr: u64, live: Live) -> Packed {
+        let flag = if live.usage_reported { Packed::USAGE_REPORTED } else { 0 };
+        let place = u64::from(live.slot) | u64::from(live.site | flag) << 32;
+        let epoch = if live.size < 1 << SIZE_BITS { self.epochs.of(live.seq) } else { WIDE };
+        let size_seq = if epoch == WIDE {
+            self.wide.insert(addr, (live.size, live.seq));
+            u64::from(WIDE) << (SIZE_BITS + OFFSET_BITS)
+        } else {
+            self.epochs.live[epoch as usize] += 1;
+            let offset = live.seq.wrapping_sub(self.epochs.base[epoch as usize]);
+            live.size | offset << SIZE_BITS | u64::from(epoch) << (SIZE_BITS + OFFSET_BITS)
+        };
+        Packed { place, size_seq }
     }
 
+    /// The live allocation `p` (at `addr`) holds.
     #[inline(always)]
-    pub(crate) fn usage_reported(&self) -> bool {
-        self.site_and_flag & Live::USAGE_REPORTED != 0
+    fn unpack(&self, addr: u64, p: &Packed) -> Live {
+        let site = (p.place >> 32) as u32;
+        let (size, seq) = match p.epoch() {
+            WIDE => self.wide.get(&addr).copied().unwrap_or_default(),
+            e => (
+                p.size_seq & ((1 << SIZE_BITS) - 1),
+                self.epochs.base[e as usize].wrapping_add((p.size_seq >> SIZE_BITS) & ((1 << OFFSET_BITS) - 1)),
+            ),
+        };
+        Live {
+            size,
+            seq,
+            slot: p.place as u32,
+            site: site & !Packed::USAGE_REPORTED,
+            usage_reported: site & Packed::USAGE_REPORTED != 0,
+        }
     }
 
-    #[inline]
-    pub(crate) fn is_live(&self) -> bool {
-        self.slot != Live::FREED
+    /// Unpacks `p` (at `addr`), which stops being live: its epoch or wide entry lets go.
+    #[inline(always)]
+    fn take(&mut self, addr: u64, p: &Packed) -> Live {
+        let live = self.unpack(addr, p);
+        match p.epoch() {
+            WIDE => {
+                self.wide.remove(&addr);
+            }
+            e => self.epochs.live[e as usize] -= 1,
+        }
+        live
     }
 }
 
@@ -86,45 +228,33 @@ impl LiveAllocations {
     /// address was still live.
     #[inline(always)]
     pub(crate) fn insert(&mut self, addr: u64, live: Live) -> Option<Live> {
-        match self.entry(addr) {
-            (old, true) if old.is_live() => Some(std::mem::replace(old, live)),
-            (old, true) => {
-                *old = live;
+        self.make_room();
+        let (entry, present) = entry_in_room(&mut self.map, addr);
+        let old = match present {
+            true if entry.is_live() => Some(self.full.take(addr, entry)),
+            true => {
                 self.freed -= 1;
                 None
             }
-            (new, false) => {
-                *new = live;
-                None
-            }
-        }
+            false => None,
+        };
+        *entry = self.full.pack(addr, live);
+        old
     }
 
     #[inline(always)]
     pub(crate) fn free(&mut self, addr: u64) -> Freed {
         self.frees += 1;
-        let tombstone = Live { size: 0, seq: self.frees, slot: Live::FREED, site_and_flag: 0 };
-        let found = match self.entry(addr) {
-            (l, true) if l.is_live() => Freed::Live(std::mem::replace(l, tombstone)),
-            (_, true) => return Freed::Again,
-            (l, false) => {
-                *l = tombstone;
-                Freed::Unknown
-            }
+        self.make_room();
+        let (entry, present) = entry_in_room(&mut self.map, addr);
+        let found = match present {
+            true if entry.is_live() => Freed::Live(self.full.take(addr, entry)),
+            true => return Freed::Again,
+            false => Freed::Unknown,
         };
+        *entry = Packed::tombstone(self.frees);
         self.freed += 1;
         found
-    }
-
-    /// The entry of `addr`, added if absent (see [`AddrMap::entry`]); whether it was there.
-    #[inline(always)]
-    pub(crate) fn entry(&mut self, addr: u64) -> (&mut Live, bool) {
-        self.make_room();
-        if addr == u64::MAX {
-            self.map.entry(addr)
-        } else {
-            self.map.entry_in_room(addr)
-        }
     }
 
     /// Before an entry may be added: a full table is swept of old tombstones rather than
@@ -149,21 +279,42 @@ impl LiveAllocations {
     #[inline(never)]
     pub(crate) fn sweep(&mut self) {
         let oldest_kept = self.frees.saturating_sub(FREED_REMEMBERED);
-        self.map.retain(|l| l.is_live() || l.seq > oldest_kept);
-        self.freed = self.map.iter().filter(|(_, l)| !l.is_live()).count() as u64;
+        self.map.retain(|p| p.is_live() || p.size_seq > oldest_kept);
+        self.freed = self.map.iter().filter(|(_, p)| !p.is_live()).count() as u64;
     }
 
     #[inline]
-    pub(crate) fn get(&self, addr: u64) -> Option<&Live> {
-        self.map.get(addr).filter(|l| l.is_live())
+    pub(crate) fn get(&self, addr: u64) -> Option<Live> {
+        self.map.get(addr).filter(|p| p.is_live()).map(|p| self.full.unpack(addr, p))
     }
 
-    pub(crate) fn get_mut(&mut self, addr: u64) -> Option<&mut Live> {
-        self.map.get_mut(addr).filter(|l| l.is_live())
+    /// Marks the live allocation at `addr` as one that reported its usage; returns it.
+    pub(crate) fn mark_usage_reported(&mut self, addr: u64) -> Option<Live> {
+        let p = self.map.get_mut(addr).filter(|p| p.is_live())?;
+        p.place |= u64::from(Packed::USAGE_REPORTED) << 32;
+        let p = *p;
+        Some(self.full.unpack(addr, &p))
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &Live)> + '_ {
-        self.map.iter().filter(|(_, l)| l.is_live())
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, Live)> + '_ {
+        self.map.iter().filter(|(_, p)| p.is_live()).map(|(a, p)| (a, self.full.unpack(a, p)))
+    }
+
+    /// Bytes of heap the table and what it leaves out take.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let wide = self.full.wide.capacity() * (std::mem::size_of::<(u64, (u64, u64))>() + 1);
+        self.map.heap_bytes() + wide as u64
+    }
+}
+
+/// The entry of `addr`, added if absent, once the caller made room (see
+/// [`AddrMap::entry`]); whether it was there.
+#[inline(always)]
+fn entry_in_room(map: &mut AddrMap<Packed>, addr: u64) -> (&mut Packed, bool) {
+    if addr == 0 {
+        map.entry(addr)
+    } else {
+        map.entry_in_room(addr)
     }
 }
 
@@ -200,7 +351,7 @@ impl InteriorIndex {
     }
 
     /// The live indexed allocation containing `addr`.
-    pub(crate) fn find<'h>(&mut self, addr: u64, heap: &'h LiveAllocations) -> Option<&'h Live> {
+    pub(crate) fn find(&mut self, addr: u64, heap: &LiveAllocations) -> Option<Live> {
         if !self.pending.is_empty() {
             self.clean(heap);
         }
@@ -215,4 +366,102 @@ impl InteriorIndex {
 #[inline]
 pub(crate) fn indexed(addr: u64, size: u64) -> bool {
     size >= BIG || addr % 8 != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Random allocations, frees and usage marks against a `HashMap` of unpacked values:
+    /// every value comes back as it went in, whatever its size and number — small ones
+    /// packed in an epoch, big sizes and numbers every epoch is too busy for kept in full,
+    /// numbers that go back in time, the address that is the table's empty marker — and
+    /// the epochs and wide entries are let go with the allocations.
+    #[test]
+    fn packed_allocations_unpack_to_what_went_in() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut m = LiveAllocations::default();
+        let mut reference: HashMap<u64, Live> = HashMap::new();
+        let mut seq = 0u64;
+        for step in 0..300_000u64 {
+            let addr = match rnd() % 200 {
+                0 => u64::MAX,
+                _ => 0x7f00_0000_0000 + (rnd() % 20_000) * 16,
+            };
+            // Mostly small steps; now and then a jump past an epoch's span, or back.
+            seq = match rnd() % 1000 {
+                0 => seq.wrapping_add(1 << 40),
+                1 => seq.saturating_sub(1 << 37),
+                2 => u64::MAX - rnd() % 1000,
+                _ => seq.wrapping_add(rnd() % 100),
+            };
+            let size = match rnd() % 50 {
+                0 => 1 << 20,
+                1 => rnd(),
+                _ => rnd() % 4096,
+            };
+            match rnd() % 5 {
+                0 | 1 => {
+                    let live =
+                        Live { size, seq, slot: rnd() as u32 >> 1, site: rnd() as u32 >> 1, usage_reported: false };
+                    assert_eq!(m.insert(addr, live), reference.insert(addr, live), "step {step}");
+                }
+                2 => {
+                    let want = reference.remove(&addr);
+                    match m.free(addr) {
+                        Freed::Live(l) => assert_eq!(Some(l), want, "step {step}"),
+                        _ => assert_eq!(want, None, "step {step}"),
+                    }
+                }
+                3 => {
+                    let want = reference.get_mut(&addr).map(|l| {
+                        l.usage_reported = true;
+                        *l
+                    });
+                    assert_eq!(m.mark_usage_reported(addr), want, "step {step}");
+                }
+                _ => assert_eq!(m.get(addr), reference.get(&addr).copied(), "step {step}"),
+            }
+        }
+        let mut all: Vec<(u64, Live)> = m.iter().collect();
+        let mut expected: Vec<(u64, Live)> = reference.into_iter().collect();
+        all.sort_unstable_by_key(|e| e.0);
+        expected.sort_unstable_by_key(|e| e.0);
+        assert_eq!(all, expected);
+        let in_epochs: u64 = m.full.epochs.live.iter().sum();
+        assert_eq!(in_epochs + m.full.wide.len() as u64, all.len() as u64, "each live allocation counted once");
+        for (addr, _) in all {
+            assert!(matches!(m.free(addr), Freed::Live(_)));
+        }
+        assert!(m.full.epochs.live.iter().all(|&n| n == 0) && m.full.wide.is_empty(), "all let go");
+    }
+
+    /// More live spans than epochs: the allocations past them are kept in full, and
+    /// epochs are given out again once their allocations are freed.
+    #[test]
+    fn allocations_past_every_epoch_are_kept_in_full() {
+        let mut m = LiveAllocations::default();
+        let span = 1u64 << OFFSET_BITS;
+        let live = |seq| Live { size: 64, seq, slot: 1, site: 2, usage_reported: false };
+        for i in 0..300u64 {
+            m.insert(0x1000 + i * 16, live(i * span + 5));
+        }
+        assert_eq!(m.full.wide.len(), 300 - EPOCHS);
+        for i in 0..300u64 {
+            assert_eq!(m.get(0x1000 + i * 16), Some(live(i * span + 5)));
+        }
+        for i in 0..100u64 {
+            m.free(0x1000 + i * 16);
+        }
+        m.insert(0x9_0000, live(1000 * span));
+        assert_eq!(m.full.wide.len(), 300 - EPOCHS, "a freed epoch was given out again");
+        assert_eq!(m.get(0x9_0000), Some(live(1000 * span)));
+    }
 }

@@ -47,7 +47,7 @@ impl ReplayState {
         let mut parts = vec![
             (
                 "live allocations",
-                self.live.iter().map(|l| l.map.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
+                self.live.iter().map(|l| l.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
                 self.live.iter().map(|l| n(l.map.len())).sum(),
             ),
             (
@@ -169,14 +169,14 @@ impl ReplayState {
         let heap = self.domain_index(HEAP_DOMAIN).map(|d| &self.live[d.get()]);
         self.used.iter().filter_map(move |(&addr, &used)| {
             let l = heap?.get(addr)?;
-            Some((addr, l.size, used, l.slot, self.sites[l.site() as usize].stack))
+            Some((addr, l.size, used, l.slot, self.sites[l.site as usize].stack))
         })
     }
 
     /// Every live allocation: (domain, address, size, slot, stack, seq).
     pub fn live_allocations(&self) -> impl Iterator<Item = (u32, u64, u64, u32, u32, u64)> + '_ {
         self.live.iter().zip(&self.domains).flat_map(move |(m, d)| {
-            m.iter().map(move |(addr, l)| (d.id, addr, l.size, l.slot, self.sites[l.site() as usize].stack, l.seq))
+            m.iter().map(move |(addr, l)| (d.id, addr, l.size, l.slot, self.sites[l.site as usize].stack, l.seq))
         })
     }
 

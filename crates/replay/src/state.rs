@@ -23,7 +23,7 @@
 use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN};
 
 use super::ids::{DomIndex, FxMap, NodeId, ROOT};
-use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, BIG};
+use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, Packed, BIG};
 use super::model::{
     Anomalies, AtPeak, CallsBeforeStart, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker,
     ModuleRecord, Node, Peak, PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
@@ -530,7 +530,7 @@ impl ReplayState {
         };
         let slot = self.slot(node, dom, ti);
         let site = self.site(stack, domain, dom);
-        let old = self.live[dom.get()].insert(addr, Live { size, seq, slot, site_and_flag: site });
+        let old = self.live[dom.get()].insert(addr, Live { size, seq, slot, site, usage_reported: false });
         // Counted without a branch: a branch here added 15 M instructions to the merge of
         // the replay benchmark's 2 M-event log (its inlined code grew), this adds 3 M.
         self.anomalies.impossible_sizes += u64::from(addr.overflowing_add(size).1);
@@ -600,9 +600,9 @@ impl ReplayState {
         if !self.resources.is_empty() {
             self.resources.remove(&(d.id, addr));
         }
-        let used = if live.usage_reported() { self.used.remove(&addr) } else { None };
+        let used = if live.usage_reported { self.used.remove(&addr) } else { None };
         let s = &mut self.slots[live.slot as usize];
-        let st = &mut self.sites[live.site() as usize];
+        let st = &mut self.sites[live.site as usize];
         touch(s, st, live.slot, d.epoch, self.points, &mut self.points_held);
         let mut temporary = false;
         if let Some(by) = by {
@@ -642,19 +642,17 @@ impl ReplayState {
     }
 
     fn usage(&mut self, addr: u64, used: u64) {
-        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d.get()].get_mut(addr));
+        let live = self.domain_index(HEAP_DOMAIN).and_then(|d| self.live[d.get()].mark_usage_reported(addr));
         let Some(live) = live else {
             self.anomalies.usage_without_allocation += 1;
             return;
         };
-        live.site_and_flag |= Live::USAGE_REPORTED;
-        let live = *live;
         let used = used.min(live.size);
         let before = self.used.insert(addr, used);
         let (slot, size) = (live.slot, live.size);
-        self.touch(slot, live.site());
+        self.touch(slot, live.site);
         let f = &mut self.slots[slot as usize].now;
-        let site = &mut self.sites[live.site() as usize];
+        let site = &mut self.sites[live.site as usize];
         match before {
             Some(b) => {
                 f.used_bytes = f.used_bytes.wrapping_sub(b).wrapping_add(used);
@@ -672,7 +670,7 @@ impl ReplayState {
     /// The context owning the live heap allocation that contains `addr`.
     fn owner_of(&mut self, addr: u64) -> Option<NodeId> {
         let heap = &self.live[self.domain_index(HEAP_DOMAIN)?.get()];
-        let node = |l: &Live| self.slots[l.slot as usize].node;
+        let node = |l: Live| self.slots[l.slot as usize].node;
         if let Some(l) = heap.get(addr) {
             return Some(node(l));
         }
@@ -773,7 +771,7 @@ impl ReplayState {
         let next = self.sites.len() as u32;
         // The top bit of a live allocation's site index is a flag (2^31 sites would be
         // hundreds of gigabytes of them).
-        assert!(next < Live::USAGE_REPORTED, "too many allocation sites");
+        assert!(next < Packed::USAGE_REPORTED, "too many allocation sites");
         let id = *self.site_index.entry((stack, domain)).or_insert(next);
         if id == next {
             self.sites.push(Site { stack, domain, dom, ..Default::default() });
@@ -800,7 +798,7 @@ mod tests {
     use crate::live::FREED_REMEMBERED;
 
     fn live(size: u64) -> Live {
-        Live { size, seq: 1, slot: 0, site_and_flag: 0 }
+        Live { size, seq: 1, slot: 0, site: 0, usage_reported: false }
     }
 
     /// The lazily cleaned interior-pointer index finds the live big allocation that
@@ -834,8 +832,8 @@ mod tests {
     }
 
     #[test]
-    fn a_live_allocation_is_24_bytes() {
-        assert_eq!(std::mem::size_of::<Live>(), 24);
+    fn a_live_allocation_is_packed_in_16_bytes() {
+        assert_eq!(std::mem::size_of::<Packed>(), 16);
     }
 
     /// A context node is 40 bytes (with the map entry that finds it, under the 100 bytes
