@@ -1,5 +1,6 @@
 //! Shared pieces of the memreplay benchmarks: the measured allocation pair, the criterion
-//! settings, recording sessions to temporary files and the figures they report.
+//! settings, recording sessions to temporary files and the figures they report, and a
+//! real program to profile (serde_json work).
 //!
 //! Every bench target is its own binary with its own `#[global_allocator]`, so this crate
 //! installs none. See `RESULTS.md` for the figures and the commands that produced them.
@@ -223,3 +224,117 @@ mod recording {
 
 #[cfg(feature = "recording")]
 pub use recording::{print_stats, start, stop};
+
+/// A real program for the benches that profile one (`analyzer_memory`, `info_interning`):
+/// serde_json work shaped like a compiler's or a loader's. It parses a generated JSON
+/// document of about `scale` values into a `serde_json::Value` (millions of small
+/// allocations live at once: strings, vectors, map nodes, from serde_json's recursive
+/// descent, so many distinct (size, callstack) pairs), walks it, clones a tenth of its
+/// subtrees, serializes it back (a growing buffer), and drops it all.
+mod json {
+    use std::hint::black_box;
+
+    use serde_json::Value;
+
+    use crate::Rng;
+
+    /// Writes a JSON document of about `values` values: objects of 2-8 keys and arrays of
+    /// 1-12 items, nested up to 9 deep, strings of 1-40 characters, numbers.
+    fn document(values: u64, rng: &mut Rng) -> String {
+        fn value(out: &mut String, depth: u32, budget: &mut i64, rng: &mut Rng) {
+            *budget -= 1;
+            let kind = if depth >= 9 || *budget <= 0 { 2 + rng.below(3) } else { rng.below(5) };
+            match kind {
+                0 => {
+                    out.push('{');
+                    for i in 0..2 + rng.below(7) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        out.push('"');
+                        word(out, rng);
+                        out.push_str("\":");
+                        value(out, depth + 1, budget, rng);
+                    }
+                    out.push('}');
+                }
+                1 => {
+                    out.push('[');
+                    for i in 0..1 + rng.below(12) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        value(out, depth + 1, budget, rng);
+                    }
+                    out.push(']');
+                }
+                2 => {
+                    out.push('"');
+                    for _ in 0..1 + rng.below(4) {
+                        word(out, rng);
+                    }
+                    out.push('"');
+                }
+                3 => out.push_str(&rng.below(1 << 40).to_string()),
+                _ => out.push_str(["true", "false", "null"][rng.below(3) as usize]),
+            }
+        }
+        fn word(out: &mut String, rng: &mut Rng) {
+            for _ in 0..1 + rng.below(10) {
+                out.push((b'a' + rng.below(26) as u8) as char);
+            }
+        }
+        let mut out = String::from("[");
+        let mut budget = values as i64;
+        while budget > 0 {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            value(&mut out, 1, &mut budget, rng);
+        }
+        out.push(']');
+        out
+    }
+
+    /// Counts the values of a tree (a walk that reads every node).
+    fn count(v: &Value) -> u64 {
+        match v {
+            Value::Array(a) => 1 + a.iter().map(count).sum::<u64>(),
+            Value::Object(o) => 1 + o.values().map(count).sum::<u64>(),
+            _ => 1,
+        }
+    }
+
+    /// Clones every tenth subtree of `v` (by position), into `out`.
+    fn clone_some(v: &Value, i: &mut u64, out: &mut Vec<Value>) {
+        *i += 1;
+        if *i % 10 == 0 {
+            out.push(v.clone());
+            return;
+        }
+        match v {
+            Value::Array(a) => a.iter().for_each(|x| clone_some(x, i, out)),
+            Value::Object(o) => o.values().for_each(|x| clone_some(x, i, out)),
+            _ => {}
+        }
+    }
+
+    /// The program: parse, walk, clone a tenth, serialize, drop. Returns the values parsed.
+    #[inline(never)]
+    pub fn json_program(scale: u64) -> u64 {
+        let text = document(scale, &mut Rng(0x5eed_1234_abcd));
+        let tree: Value = serde_json::from_str(&text).expect("the document parses");
+        drop(text);
+        let n = count(&tree);
+        let mut clones = Vec::new();
+        clone_some(&tree, &mut 0, &mut clones);
+        let back = serde_json::to_string(&tree).expect("serializes");
+        black_box(back.len());
+        drop(back);
+        drop(clones);
+        drop(black_box(tree));
+        n
+    }
+}
+
+pub use json::json_program;

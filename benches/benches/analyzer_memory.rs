@@ -1,11 +1,12 @@
 //! The analyzer's memory per live allocation, against heaptrack's on the same program.
 //!
-//! Not a criterion bench. The program is this binary with `--program SCALE`: real
-//! serde_json work shaped like a compiler's or a loader's: it parses a generated JSON
-//! document of about SCALE values into a `serde_json::Value` (millions of small
-//! allocations live at once: strings, vectors, map nodes, from serde_json's recursive
-//! descent, so many distinct (size, callstack) pairs), walks it, clones a tenth of its
-//! subtrees, serializes it back (a growing buffer), and drops it all.
+//! Not a criterion bench. The program is this binary with `--program SCALE`
+//! (`memreplay_benches::json_program`): real serde_json work shaped like a compiler's or
+//! a loader's: it parses a generated JSON document of about SCALE values into a
+//! `serde_json::Value` (millions of small allocations live at once: strings, vectors, map
+//! nodes, from serde_json's recursive descent, so many distinct (size, callstack) pairs),
+//! walks it, clones a tenth of its subtrees, serializes it back (a growing buffer), and
+//! drops it all.
 //!
 //! For two scales, the program runs recorded by memreplay (16-frame callstacks) and, when
 //! Debian's `heaptrack` is installed, under `heaptrack`; then `summarize` (the library
@@ -21,116 +22,17 @@
 //! (`-- --scales 200000,2000000` sets the two scales; `--keep DIR` keeps the logs.)
 
 use std::alloc::System;
-use std::hint::black_box;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use memreplay_benches::Rng;
+use memreplay_benches::json_program;
 use memreplay_report::{self as report, Progress, ReportOptions, SymbolOptions};
 use serde_json::Value;
 
 #[global_allocator]
 static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
-
-/// Writes a JSON document of about `values` values: objects of 2-8 keys and arrays of
-/// 1-12 items, nested up to 9 deep, strings of 1-40 characters, numbers.
-fn document(values: u64, rng: &mut Rng) -> String {
-    fn value(out: &mut String, depth: u32, budget: &mut i64, rng: &mut Rng) {
-        *budget -= 1;
-        let kind = if depth >= 9 || *budget <= 0 { 2 + rng.below(3) } else { rng.below(5) };
-        match kind {
-            0 => {
-                out.push('{');
-                for i in 0..2 + rng.below(7) {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push('"');
-                    word(out, rng);
-                    out.push_str("\":");
-                    value(out, depth + 1, budget, rng);
-                }
-                out.push('}');
-            }
-            1 => {
-                out.push('[');
-                for i in 0..1 + rng.below(12) {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    value(out, depth + 1, budget, rng);
-                }
-                out.push(']');
-            }
-            2 => {
-                out.push('"');
-                for _ in 0..1 + rng.below(4) {
-                    word(out, rng);
-                }
-                out.push('"');
-            }
-            3 => out.push_str(&rng.below(1 << 40).to_string()),
-            _ => out.push_str(["true", "false", "null"][rng.below(3) as usize]),
-        }
-    }
-    fn word(out: &mut String, rng: &mut Rng) {
-        for _ in 0..1 + rng.below(10) {
-            out.push((b'a' + rng.below(26) as u8) as char);
-        }
-    }
-    let mut out = String::from("[");
-    let mut budget = values as i64;
-    while budget > 0 {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        value(&mut out, 1, &mut budget, rng);
-    }
-    out.push(']');
-    out
-}
-
-/// Counts the values of a tree (a walk that reads every node).
-fn count(v: &Value) -> u64 {
-    match v {
-        Value::Array(a) => 1 + a.iter().map(count).sum::<u64>(),
-        Value::Object(o) => 1 + o.values().map(count).sum::<u64>(),
-        _ => 1,
-    }
-}
-
-/// Clones every tenth subtree of `v` (by position), into `out`.
-fn clone_some(v: &Value, i: &mut u64, out: &mut Vec<Value>) {
-    *i += 1;
-    if *i % 10 == 0 {
-        out.push(v.clone());
-        return;
-    }
-    match v {
-        Value::Array(a) => a.iter().for_each(|x| clone_some(x, i, out)),
-        Value::Object(o) => o.values().for_each(|x| clone_some(x, i, out)),
-        _ => {}
-    }
-}
-
-/// The program: parse, walk, clone a tenth, serialize, drop. Returns the values parsed.
-#[inline(never)]
-fn program(scale: u64) -> u64 {
-    let text = document(scale, &mut Rng(0x5eed_1234_abcd));
-    let tree: Value = serde_json::from_str(&text).expect("the document parses");
-    drop(text);
-    let n = count(&tree);
-    let mut clones = Vec::new();
-    clone_some(&tree, &mut 0, &mut clones);
-    let back = serde_json::to_string(&tree).expect("serializes");
-    black_box(back.len());
-    drop(back);
-    drop(clones);
-    drop(black_box(tree));
-    n
-}
 
 /// Peak RSS in bytes of a child process, and its standard output. The child is reaped
 /// with `wait4`, which gives its resource usage (std's `wait` does not).
@@ -211,7 +113,7 @@ fn which(tool: &str) -> Option<PathBuf> {
 
 fn main() {
     if let Some(scale) = arg("--program") {
-        let values = program(scale.parse().expect("a scale"));
+        let values = json_program(scale.parse().expect("a scale"));
         // Recording (MEMREPLAY_LOG) started on the first allocation; end the log here.
         memreplay::stop();
         println!("{values}");
