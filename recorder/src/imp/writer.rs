@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, BufWriter};
+use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,7 +113,7 @@ impl Writer {
         let shared = Arc::new(Shared::new(session, Output::new(log, config.path.clone())));
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let mut w = Writer {
-            enc: Encoder::new(shared.clone(), 0, 1),
+            enc: Encoder::new(shared.clone(), 0, NonZeroU32::MIN),
             shared,
             encoders: Vec::new(),
             done_rx,
@@ -131,13 +132,13 @@ impl Writer {
     /// Starts an encoder thread for each hand-off channel: encoder `i` of `n` owns the
     /// streams `id mod n`, whose threads hand their buffers to channel `i`.
     fn start_encoders(&mut self, hand_offs: Vec<Receiver<BufPtr>>, done_tx: &Sender<()>) -> io::Result<()> {
-        let n = hand_offs.len();
+        let Some(n) = NonZeroU32::new(hand_offs.len() as u32) else { return Ok(()) };
         for (index, buffers) in hand_offs.into_iter().enumerate() {
             let (jobs, rx) = crossbeam_channel::unbounded();
             let shared = self.shared.clone();
             let done = done_tx.clone();
             let body = move || {
-                encode(Encoder::new(shared, index as u32, n as u32), &buffers, &rx, &done);
+                encode(Encoder::new(shared, index as u32, n), &buffers, &rx, &done);
                 super::sys::thread_cpu_ns()
             };
             match RecorderThread::spawn(c"memreplay-enc", super::thread::mark_recorder_thread, body) {
