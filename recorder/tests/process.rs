@@ -146,17 +146,35 @@ fn child_scenario() {
         "thread_churn" => {
             let config = memreplay::Config::new(path).flush_interval(Duration::from_millis(10)).encoder_threads(2);
             memreplay::start(config).unwrap();
+            // Each thread registers (it allocates) and exits. Its start and its join, on this
+            // thread, are not recorded: an encoder keeps room for the most events a stream
+            // had between two flushes, which this thread's stream would raise whenever an
+            // encoder fell behind (the machine may be busy); what is measured is what the
+            // threads leave.
             let churn = |n: usize| {
                 for i in 0..n {
-                    std::thread::spawn(move || std::hint::black_box(vec![0u8; 64 + i % 64])).join().unwrap();
+                    memreplay::untracked(|| {
+                        std::thread::spawn(move || std::hint::black_box(vec![0u8; 64 + i % 64])).join().unwrap()
+                    });
                 }
                 // The encoders take each thread's last buffer and forget its slot.
                 std::thread::sleep(Duration::from_millis(200));
             };
             churn(100);
-            let before = LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+            // The least of a few looks: not one taken while an encoder compresses a block
+            // (LZ4's table, up to 16 KiB, lives as long as that).
+            let settled = || {
+                (0..5)
+                    .map(|_| {
+                        std::thread::sleep(Duration::from_millis(20));
+                        LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+                    })
+                    .min()
+                    .unwrap()
+            };
+            let before = settled();
             churn(2000);
-            let after = LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+            let after = settled();
             memreplay::stop().unwrap();
             println!("grew {}", after - before);
         }
@@ -428,10 +446,11 @@ fn threads_that_come_and_go_leave_nothing_allocated_behind() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let grew: i64 =
         stdout.lines().find_map(|l| l.split("grew ").nth(1)).unwrap_or_else(|| panic!("{stdout}")).parse().unwrap();
-    // What stays of a thread is a pointer in each encoder's index of streams (thread ids
-    // are never reused): 2 encoders × 8 bytes, × 2 for the vectors' spare capacity. A
-    // thread's state (~110 bytes) and its stream's (~1.8 KiB) no longer stay (they made
-    // 3.6 MB here).
-    assert!(grew < 2000 * 48, "{grew} bytes more after 2000 threads");
+    // What stays of a thread is a pointer in its encoder's index of streams (thread ids
+    // are never reused): 8 bytes, × 2 for the vectors' spare capacity (each of the two
+    // encoders' grows from 64 slots to 2,048 here: 31.7 KB). Measured 32.0-35.4 KB. A
+    // slot for every thread in each encoder's index made 51-55 KB; a thread's state
+    // (~110 bytes) and its stream's (~1.8 KiB), kept, made 3.6 MB.
+    assert!(grew < 2000 * 22, "{grew} bytes more after 2000 threads");
     let _ = std::fs::remove_file(path);
 }

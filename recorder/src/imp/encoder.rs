@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::io::{self, BufWriter};
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -261,14 +262,21 @@ struct Stream {
     enc: EventEncoder,
 }
 
-/// Encodes the streams `id % of == index` (and any stream it is asked to emit into).
+/// Encodes the streams `id % of == index`, and no other: a stream's blocks must reach the
+/// file in stream order, which only one encoder per stream can keep. Every thread id an
+/// encoder is given is one of its own: its threads' buffers come through its channel
+/// (`Session::hand_off`, by id mod `of`), `collect_idle` takes only its threads' slots,
+/// and the writer's encoder, 0 of 1, owns every stream (it writes the metadata stream,
+/// and all of them when it encodes alone).
 pub(crate) struct Encoder {
     index: u32,
-    of: u32,
-    /// Streams by thread id (ids are dense, from 0); `None` once a thread has exited.
-    /// Indexed by thread id. Boxed: ids are never reused, so the vector keeps a slot for
-    /// every thread that ever was; a slot is a pointer, and a thread's stream state
-    /// (about 1.8 KiB) goes when its last buffer has been encoded.
+    of: NonZeroU32,
+    /// This encoder's streams: thread `id`'s at `id / of` (its ids, `index` plus a
+    /// multiple of `of`, give dense slots from 0); `None` before a thread's first event
+    /// and once it has exited. Ids are never reused, so the vector keeps a slot for every
+    /// thread of this encoder that ever was: 8 bytes per thread across all encoders.
+    /// Boxed, so that a thread's stream state (about 1.8 KiB) goes when its last buffer
+    /// has been encoded.
     streams: Vec<Option<Box<Stream>>>,
     /// Private caches of the shared tables.
     strings: HashMap<Box<str>, u32>,
@@ -281,7 +289,8 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    pub fn new(shared: Arc<Shared>, index: u32, of: u32) -> Self {
+    pub fn new(shared: Arc<Shared>, index: u32, of: NonZeroU32) -> Self {
+        debug_assert!(index < of.get());
         Encoder {
             shared,
             index,
@@ -299,6 +308,18 @@ impl Encoder {
         thread % self.of == self.index
     }
 
+    /// Where `thread`'s stream is in `streams`. Inline: it runs for every event.
+    #[inline(always)]
+    fn slot(&self, thread: u32) -> usize {
+        debug_assert!(self.owns(thread), "an encoder is given only its own streams");
+        (thread / self.of) as usize
+    }
+
+    /// The thread whose stream is at `slot` of `streams`.
+    fn thread_at(&self, slot: usize) -> u32 {
+        slot as u32 * self.of.get() + self.index
+    }
+
     /// A buffer handed off through the channel: everything its owner published.
     pub fn take_full(&mut self, b: BufPtr) {
         // SAFETY: the owner gave the buffer up; only this thread touches it now.
@@ -312,8 +333,9 @@ impl Encoder {
         let session = self.shared.session;
         if last {
             self.write_stream(thread);
-            // The thread is gone: free its encoder.
-            self.streams[thread as usize] = None;
+            // The thread is gone: free its stream's state (its slot stays, `None`).
+            let slot = self.slot(thread);
+            self.streams[slot] = None;
             lock(&session.slots).retain(|s| s.thread != thread);
         }
         session.pool.give(b);
@@ -496,7 +518,7 @@ impl Encoder {
     /// The stream of `thread`, created on first use. Inline: it runs for every event.
     #[inline(always)]
     fn stream(&mut self, thread: u32) -> &mut Stream {
-        let i = thread as usize;
+        let i = self.slot(thread);
         if !matches!(self.streams.get(i), Some(Some(_))) {
             self.new_stream(i);
         }
@@ -530,7 +552,8 @@ impl Encoder {
 
     /// Frames and compresses `thread`'s pending events here, then writes the block.
     pub fn write_stream(&mut self, thread: u32) {
-        let Some(Some(stream)) = self.streams.get_mut(thread as usize) else { return };
+        let slot = self.slot(thread);
+        let Some(Some(stream)) = self.streams.get_mut(slot) else { return };
         if stream.enc.is_empty() {
             return;
         }
@@ -547,8 +570,8 @@ impl Encoder {
     }
 
     pub fn write_all_streams(&mut self) {
-        for t in 0..self.streams.len() as u32 {
-            self.write_stream(t);
+        for slot in 0..self.streams.len() {
+            self.write_stream(self.thread_at(slot));
         }
     }
 

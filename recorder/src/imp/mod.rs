@@ -233,7 +233,9 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
         let handle = sys::RecorderThread::spawn(c"memreplay-write", thread::mark_recorder_thread, move || {
             writer::run(w, full_rx, config)
         })
-        .map_err(StartError::Io)?;
+        // Refused, the closure is dropped, and the writer in it stops and joins the encoder
+        // threads it started (`Writer`'s `Drop`).
+        .map_err(|e| StartError::Io(std::io::Error::new(e.kind(), format!("cannot start the writer thread: {e}"))))?;
         *control = Some(handle);
         install_exit_hook();
         install_fork_handler();
@@ -409,5 +411,53 @@ pub(crate) fn say_on_stderr(line: &str) {
             return;
         }
         rest = &rest[n as usize..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sys::spawn_tests::{REFUSE_AFTER, UNJOINED};
+    use crate::{Config, StartError};
+
+    /// `start` with `encoders` encoder threads, where the OS refuses the recorder thread
+    /// spawned after `spawns` others (encoder threads first, then the writer): what it
+    /// returns, and whether every thread it started was joined before it returned.
+    fn start_refused(encoders: usize, spawns: u32) -> String {
+        let path = std::env::temp_dir().join(format!("memreplay-unit-{}-refused.mrl", std::process::id()));
+        REFUSE_AFTER.with(|r| r.set(Some(spawns)));
+        UNJOINED.with(|u| u.set(0));
+        let result = super::start(Config::new(&path).encoder_threads(encoders));
+        REFUSE_AFTER.with(|r| r.set(None));
+        assert_eq!(UNJOINED.with(|u| u.get()), 0, "threads started and not joined by a failed start");
+        assert!(!super::is_recording());
+        let _ = std::fs::remove_file(&path);
+        match result {
+            Err(StartError::Io(e)) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+                e.to_string()
+            }
+            Err(e) => panic!("{e}"),
+            Ok(()) => panic!("started"),
+        }
+    }
+
+    #[test]
+    fn a_start_whose_threads_the_os_refuses_fails_and_leaves_no_thread_behind() {
+        // The writer refused after three encoder threads started: they are stopped and joined.
+        assert!(start_refused(3, 3).starts_with("cannot start the writer thread: "));
+        // The second encoder thread refused: the first is stopped and joined.
+        assert!(start_refused(3, 1).starts_with("cannot start encoder thread 1 of 3: "));
+        // The writer alone, refused.
+        assert!(start_refused(1, 0).starts_with("cannot start the writer thread: "));
+        // Nothing of those starts is left: the next one records, and stops. (And the count
+        // sees the threads a start makes: two encoder threads and the writer, started on
+        // this thread; `stop` joins the writer here, which joined the encoder threads.)
+        let path = std::env::temp_dir().join(format!("memreplay-unit-{}-after.mrl", std::process::id()));
+        UNJOINED.with(|u| u.set(0));
+        super::start(Config::new(&path).encoder_threads(2)).unwrap();
+        assert_eq!(UNJOINED.with(|u| u.get()), 3);
+        let stats = super::stop().unwrap();
+        assert_eq!((stats.encoder_threads, UNJOINED.with(|u| u.get())), (2, 2));
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -251,8 +251,12 @@ impl<T: Send + 'static> RecorderThread<T> {
         }
         let start = Box::into_raw(Box::new(RecorderThreadStart { on_start, body: Some(Box::new(body)), result: None }));
         let mut id: libc::pthread_t = 0;
-        // SAFETY: `run::<T>` takes the start block made above, which outlives the thread.
-        let rc = unsafe { libc::pthread_create(&mut id, std::ptr::null(), run::<T>, start.cast()) };
+        let rc = if spawn_tests::refuse() {
+            libc::EAGAIN
+        } else {
+            // SAFETY: `run::<T>` takes the start block made above, which outlives the thread.
+            unsafe { libc::pthread_create(&mut id, std::ptr::null(), run::<T>, start.cast()) }
+        };
         if rc != 0 {
             // SAFETY: the thread was not created: the block is still ours alone.
             drop(unsafe { Box::from_raw(start) });
@@ -266,6 +270,7 @@ impl<T: Send + 'static> RecorderThread<T> {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = name;
+        spawn_tests::unjoined(1);
         Ok(RecorderThread { id, start })
     }
 
@@ -273,9 +278,53 @@ impl<T: Send + 'static> RecorderThread<T> {
     pub(crate) fn join(self) -> Option<T> {
         // SAFETY: `id` is the thread `spawn` created, joined once (`self` is consumed).
         unsafe { libc::pthread_join(self.id, std::ptr::null_mut()) };
+        spawn_tests::unjoined(-1);
         // SAFETY: the thread has ended, so the start block is ours alone again.
         unsafe { Box::from_raw(self.start) }.result
     }
+}
+
+/// The unit tests' hold on `RecorderThread`, per calling thread: a spawn the OS refuses
+/// on demand, and the count of threads started and not joined.
+#[cfg(all(unix, test))]
+pub(crate) mod spawn_tests {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Spawns this thread makes before one is refused (`None`: none is).
+        pub(crate) static REFUSE_AFTER: Cell<Option<u32>> = const { Cell::new(None) };
+        /// Threads this thread started, less those it joined.
+        pub(crate) static UNJOINED: Cell<i64> = const { Cell::new(0) };
+    }
+
+    /// Whether this spawn fails as if the OS refused it.
+    pub(super) fn refuse() -> bool {
+        REFUSE_AFTER.with(|r| match r.get() {
+            Some(0) => true,
+            Some(n) => {
+                r.set(Some(n - 1));
+                false
+            }
+            None => false,
+        })
+    }
+
+    /// A thread was started (1) or joined (-1) by this one.
+    pub(super) fn unjoined(delta: i64) {
+        UNJOINED.with(|u| u.set(u.get() + delta));
+    }
+}
+
+/// Outside the unit tests: nothing.
+#[cfg(all(unix, not(test)))]
+mod spawn_tests {
+    #[inline(always)]
+    pub(super) fn refuse() -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(super) fn unjoined(_: i64) {}
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, BufWriter};
+use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,7 +113,7 @@ impl Writer {
         let shared = Arc::new(Shared::new(session, Output::new(log, config.path.clone())));
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let mut w = Writer {
-            enc: Encoder::new(shared.clone(), 0, 1),
+            enc: Encoder::new(shared.clone(), 0, NonZeroU32::MIN),
             shared,
             encoders: Vec::new(),
             done_rx,
@@ -130,27 +131,21 @@ impl Writer {
 
     /// Starts an encoder thread for each hand-off channel: encoder `i` of `n` owns the
     /// streams `id mod n`, whose threads hand their buffers to channel `i`.
+    /// One the OS refuses fails the start: dropping the writer then stops and joins
+    /// those started (`Drop`).
     fn start_encoders(&mut self, hand_offs: Vec<Receiver<BufPtr>>, done_tx: &Sender<()>) -> io::Result<()> {
-        let n = hand_offs.len();
+        let Some(n) = NonZeroU32::new(hand_offs.len() as u32) else { return Ok(()) };
         for (index, buffers) in hand_offs.into_iter().enumerate() {
             let (jobs, rx) = crossbeam_channel::unbounded();
             let shared = self.shared.clone();
             let done = done_tx.clone();
             let body = move || {
-                encode(Encoder::new(shared, index as u32, n as u32), &buffers, &rx, &done);
+                encode(Encoder::new(shared, index as u32, n), &buffers, &rx, &done);
                 super::sys::thread_cpu_ns()
             };
-            match RecorderThread::spawn(c"memreplay-enc", super::thread::mark_recorder_thread, body) {
-                Ok(thread) => self.encoders.push(EncoderThread { jobs, thread }),
-                Err(e) => {
-                    // Those started have taken nothing yet: closing their job channels ends them.
-                    for t in std::mem::take(&mut self.encoders) {
-                        drop(t.jobs);
-                        t.thread.join();
-                    }
-                    return Err(io::Error::new(e.kind(), format!("cannot start encoder thread {index} of {n}: {e}")));
-                }
-            }
+            let thread = RecorderThread::spawn(c"memreplay-enc", super::thread::mark_recorder_thread, body)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot start encoder thread {index} of {n}: {e}")))?;
+            self.encoders.push(EncoderThread { jobs, thread });
         }
         Ok(())
     }
@@ -239,6 +234,20 @@ impl Writer {
         if let Some(c) = crate::raw::take_calls_before_start() {
             let crate::raw::CallsBeforeStart { allocations, frees, reallocs, bytes, live, untracked } = c;
             self.enc.emit(METADATA, &Event::BeforeStart { allocations, frees, reallocs, bytes, live, untracked });
+        }
+    }
+}
+
+impl Drop for Writer {
+    /// `run` joins the encoder threads before it ends; a writer dropped with some still
+    /// there is one whose start failed (an encoder or the writer thread refused by the
+    /// OS: the session was never published, so they have taken nothing) or whose thread
+    /// panicked. Closing their job channels ends them, and they are joined here: no
+    /// encoder thread outlives its writer.
+    fn drop(&mut self) {
+        for e in std::mem::take(&mut self.encoders) {
+            drop(e.jobs);
+            e.thread.join();
         }
     }
 }
