@@ -874,7 +874,7 @@ mod tests {
         // A long run of frees: what is remembered stays bounded. The table grows only
         // while it fills with fewer than 2 × FREED_REMEMBERED tombstones, to at most the
         // one a rebuild sizes for that many; once full it is swept instead.
-        let bound = (2 * FREED_REMEMBERED * 3 - 1).next_power_of_two() / 3 * 2 + 1;
+        let bound = (2 * FREED_REMEMBERED * 5).next_power_of_two() / 3 + 1;
         let mut most = 0;
         for i in 0..20 * FREED_REMEMBERED {
             m.free(0x100_0000 + i * 16);
