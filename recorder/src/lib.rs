@@ -62,7 +62,8 @@ pub const ENABLED: bool = cfg!(feature = "capture_replay_log");
 pub enum StartError {
     /// A session is already recording; stop it first.
     AlreadyRecording,
-    /// The log file could not be created.
+    /// Recording could not start: the log file could not be created or written, or the
+    /// system refused a recorder thread or memory (the message says which).
     Io(std::io::Error),
     /// The configuration (or the environment variables) are invalid.
     Config(ConfigError),
@@ -72,7 +73,9 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::AlreadyRecording => write!(f, "a memreplay session is already recording"),
-            StartError::Io(e) => write!(f, "cannot create the log file: {e}"),
+            // The error says what failed: the log file's creation, the header's write, a
+            // recorder thread's start, the ordering table's memory.
+            StartError::Io(e) => write!(f, "{e}"),
             StartError::Config(e) => write!(f, "{e}"),
         }
     }

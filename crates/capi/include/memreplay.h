@@ -94,8 +94,8 @@ typedef struct memreplay_stats {
 
 /** Starts recording to `path`. `options`: MEMREPLAY_OPTIONS syntax, e.g.
  *  "callstacks=off,depth=32,flush-ms=50" (NULL or "": the defaults). Returns 0, or
- *  MEMREPLAY_ERROR_NULL (path), _UTF8 or _OPTIONS (options), _IO (cannot create the log),
- *  _ALREADY_RECORDING. */
+ *  MEMREPLAY_ERROR_NULL (path), _UTF8 or _OPTIONS (options), _IO (cannot create or
+ *  write the log, or the system refused a recorder thread), _ALREADY_RECORDING. */
 int memreplay_start(const char *path, const char *options);
 /** Starts recording if MEMREPLAY_LOG names a file (options from MEMREPLAY_OPTIONS).
  *  Returns 1 if it started, 0 if MEMREPLAY_LOG is unset or empty, or a negative error. */

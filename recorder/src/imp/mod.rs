@@ -191,8 +191,10 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
                 "no memory for the table that orders the threads' events (8 MiB of address space)",
             ))
         })?;
-        let file = std::fs::File::create(&config.path)
-            .map_err(|e| StartError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", config.path.display()))))?;
+        let file = std::fs::File::create(&config.path).map_err(|e| {
+            let what = format!("cannot create the log file: {}: {e}", config.path.display());
+            StartError::Io(std::io::Error::new(e.kind(), what))
+        })?;
         let pool = BufferPool::new(config.buffer_memory);
         // Room for every buffer that can exist: a hand-off never waits and never allocates.
         let (full_tx, full_rx) = crossbeam_channel::bounded(pool.capacity());
@@ -228,6 +230,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         // The header, modules and domains are in the file before `start` returns.
         let w = writer::Writer::open(session, file, &config, start_unix_ns, hand_offs).map_err(StartError::Io)?;
+        // (Its errors say what failed: the header's write, or an encoder thread's start.)
         // The writer marks itself as the recorder's own before anything on it allocates.
         // (Its OS name: Linux keeps 15 bytes, as std cut "memreplay-writer" to.)
         let handle = sys::RecorderThread::spawn(c"memreplay-write", thread::mark_recorder_thread, move || {
