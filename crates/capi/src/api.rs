@@ -227,7 +227,8 @@ fn start_error(e: StartError) -> c_int {
 
 /// Starts recording to `path` with `options` in `MEMREPLAY_OPTIONS` syntax (NULL or "":
 /// the defaults). Returns 0, or `ERROR_NULL` (path), `ERROR_UTF8`/`ERROR_OPTIONS`
-/// (options), `ERROR_IO` (the log cannot be created), `ERROR_ALREADY_RECORDING`.
+/// (options), `ERROR_IO` (the log cannot be created or written, or the system refused a
+/// recorder thread), `ERROR_ALREADY_RECORDING`.
 ///
 /// # Safety
 /// `path` and `options` are NULL or NUL-terminated strings.
