@@ -194,7 +194,11 @@ impl FullValues {
     fn unpack(&self, addr: u64, p: &Packed) -> Live {
         let site = (p.place >> 32) as u32;
         let (size, seq) = match p.epoch() {
-            WIDE => self.wide.get(&addr).copied().unwrap_or_default(),
+            WIDE => {
+                let full = self.wide.get(&addr).copied();
+                debug_assert!(full.is_some(), "a wide allocation is kept in full");
+                full.unwrap_or_default()
+            }
             e => (
                 p.size_seq & ((1 << SIZE_BITS) - 1),
                 self.epochs.base[e as usize].wrapping_add((p.size_seq >> SIZE_BITS) & ((1 << OFFSET_BITS) - 1)),
