@@ -14,6 +14,8 @@
 //! found by build id serves alone (it has the symbol table too).
 
 use std::borrow::Cow;
+use std::fs::File;
+use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -136,6 +138,10 @@ impl Binary {
 /// Finds and loads the binary of `module`, looking in `dirs` (the `--symbols`
 /// directories) and at the recorded path; `system_debug` adds `/usr/lib/debug` for
 /// separate debug files.
+///
+/// A file is never read whole: its headers, notes and symbol table are read through a
+/// cache dropped once the symbols are taken, and only the DWARF sections a lookup needs
+/// are read, each into its own buffer (see [`dwarf_context`]).
 pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Binary, LoadError> {
     let mut mismatch = None;
     let mut unreadable = None;
@@ -145,14 +151,15 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
         if !path.is_file() {
             continue;
         }
-        let data = match read_file(&path) {
-            Ok(d) => d,
+        let mut file = match ObjectFile::open(&path) {
+            Ok(f) => f,
             Err(e) => {
                 unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
                 continue;
             }
         };
-        let obj = match object::File::parse(&*data) {
+        let cache = object::ReadCache::new(file.cache_handle);
+        let obj = match object::File::parse(&cache) {
             Ok(o) => o,
             Err(e) => {
                 unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
@@ -164,11 +171,19 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
             continue;
         }
         let symbols = function_symbols(&obj);
-        if let Some(dwarf) = dwarf_context(&obj, &data) {
-            return Ok(Binary { path, debug_path: None, dwarf: Some(dwarf), symbols });
+        match dwarf_context(&obj, &mut file.sections) {
+            Ok(Some(dwarf)) => return Ok(Binary { path, debug_path: None, dwarf: Some(dwarf), symbols }),
+            Ok(None) => {}
+            Err(e) => {
+                unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
+                continue;
+            }
         }
         // No DWARF in the binary: a separate debug file.
         let link = obj.gnu_debuglink().ok().flatten().map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+        // The binary's headers and symbol table are not needed any more.
+        drop(obj);
+        drop(cache);
         for debug in debug_candidates(module, &path, link.as_deref(), &debug_dirs) {
             if let Some((dwarf, debug_symbols)) = load_debug_file(module, &debug) {
                 let symbols = if symbols.is_empty() { debug_symbols } else { symbols };
@@ -244,72 +259,126 @@ fn load_debug_file(module: &Module, path: &Path) -> Option<(addr2line::Context<R
     if !path.is_file() {
         return None;
     }
-    let data = read_file(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
+    let mut file = ObjectFile::open(path).ok()?;
+    let cache = object::ReadCache::new(file.cache_handle);
+    let obj = object::File::parse(&cache).ok()?;
     if !build_id_matches(module, &obj) {
         return None;
     }
-    let dwarf = dwarf_context(&obj, &data)?;
+    let dwarf = dwarf_context(&obj, &mut file.sections).ok()??;
     Some((dwarf, function_symbols(&obj)))
 }
 
 /// A file matches a module when either has no build id or both have the same.
-fn build_id_matches(module: &Module, obj: &object::File<'_>) -> bool {
+fn build_id_matches<'data, R: object::ReadRef<'data>>(module: &Module, obj: &object::File<'data, R>) -> bool {
     match obj.build_id() {
         Ok(Some(id)) if !module.build_id.is_empty() => id == module.build_id.as_slice(),
         _ => true,
     }
 }
 
-/// A whole file, shared by the DWARF sections read from it.
-fn read_file(path: &Path) -> std::io::Result<Arc<[u8]>> {
-    Ok(Arc::from(std::fs::read(path)?))
+/// An object file opened twice over one open file description: one handle for the
+/// `object::ReadCache` that parses headers, notes and symbols (it keeps what it read
+/// until dropped), one for reading DWARF sections into their own buffers. Both seek
+/// before every read, so sharing the file offset is harmless.
+struct ObjectFile {
+    cache_handle: File,
+    sections: Sections,
 }
 
-/// The DWARF of `obj`, parsed from `data` (its bytes), if it has any. Sections stored as
-/// they are share `data`; compressed ones are decompressed into their own buffers.
-fn dwarf_context(obj: &object::File<'_>, data: &Arc<[u8]>) -> Option<addr2line::Context<Reader>> {
+/// Where DWARF sections are read from: the file and its length when opened.
+struct Sections {
+    file: File,
+    len: u64,
+}
+
+impl ObjectFile {
+    fn open(path: &Path) -> std::io::Result<ObjectFile> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Ok(ObjectFile { cache_handle: file.try_clone()?, sections: Sections { file, len } })
+    }
+}
+
+/// The most a zlib stream can inflate to per byte (deflate's limit is 1032:1): a section
+/// header claiming more is damaged, and its section is read as missing.
+const MAX_ZLIB_RATIO: u64 = 1032;
+
+impl Sections {
+    /// `size` bytes at `offset`, in a buffer of their own; `None` when the range is not
+    /// inside the file (a damaged header: the section reads as missing).
+    fn read(&mut self, offset: u64, size: u64) -> std::io::Result<Option<Arc<[u8]>>> {
+        let Some(size) = offset.checked_add(size).filter(|&end| end <= self.len).map(|_| size) else {
+            return Ok(None);
+        };
+        let Ok(size) = usize::try_from(size) else { return Ok(None) };
+        // Allocated once at its final size (the iterator knows its length), then filled.
+        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
+        let Some(bytes) = Arc::get_mut(&mut buf) else { return Ok(None) };
+        self.file.seek(SeekFrom::Start(offset))?;
+        self.file.read_exact(bytes)?;
+        Ok(Some(buf))
+    }
+
+    /// A zlib-compressed section: its `compressed` bytes at `offset`, inflated into a
+    /// buffer of `size` bytes; `None` when they are not inside the file or do not inflate
+    /// to `size` bytes (the section reads as missing).
+    fn read_zlib(&mut self, offset: u64, compressed: u64, size: u64) -> std::io::Result<Option<Arc<[u8]>>> {
+        if size > compressed.saturating_mul(MAX_ZLIB_RATIO).saturating_add(64) {
+            return Ok(None);
+        }
+        let Some(stream) = self.read(offset, compressed)? else { return Ok(None) };
+        let Ok(size) = usize::try_from(size) else { return Ok(None) };
+        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
+        let Some(bytes) = Arc::get_mut(&mut buf) else { return Ok(None) };
+        // Bytes past `size` are ignored, as a shorter stream is refused.
+        if flate2::read::ZlibDecoder::new(&*stream).read_exact(bytes).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(buf))
+    }
+}
+
+/// The DWARF sections `addr2line` reads. Location lists and macro information, often
+/// the biggest part of full debug info, describe variables and macros, which a lookup
+/// never reads: they are not loaded.
+fn needed(id: gimli::SectionId) -> bool {
+    use gimli::SectionId as S;
+    !matches!(id, S::DebugLoc | S::DebugLocLists | S::DebugMacinfo | S::DebugMacro)
+}
+
+/// The DWARF of `obj`, if it has any: each section `addr2line` needs read from
+/// `sections` into its own buffer (inflated, if zlib-compressed), so that nothing else
+/// of the file stays in memory. An I/O error while reading is returned; a section
+/// whose header is damaged (out of the file, or a stream that does not inflate to its
+/// size) and a zstd-compressed one read as missing.
+fn dwarf_context<'data, R: object::ReadRef<'data>>(
+    obj: &object::File<'data, R>,
+    sections: &mut Sections,
+) -> std::io::Result<Option<addr2line::Context<Reader>>> {
     let has = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
     if !has(".debug_info") && !has(".debug_line") {
-        return None;
+        return Ok(None);
     }
     let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-    let whole = gimli::EndianArcSlice::new(data.clone(), endian);
-    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let Some(section) = obj.section_by_name(id.name()) else {
-            return Ok(whole.range(0..0));
-        };
-        let Ok(r) = section.compressed_file_range() else {
-            return Ok(whole.range(0..0));
-        };
-        let (start, len) = (r.offset as usize, r.compressed_size as usize);
-        if start.checked_add(len).is_none_or(|end| end > data.len()) {
-            return Ok(whole.range(0..0));
-        }
-        match r.format {
-            object::CompressionFormat::None => Ok(whole.range(start..start + len)),
-            object::CompressionFormat::Zlib => {
-                let bytes = inflate(&data[start..start + len], r.uncompressed_size).unwrap_or_default();
-                Ok(gimli::EndianArcSlice::new(Arc::from(bytes), endian))
-            }
+    let empty = gimli::EndianArcSlice::new(Arc::from(&[][..]), endian);
+    let load = |id: gimli::SectionId| -> std::io::Result<Reader> {
+        let range = obj.section_by_name(id.name()).filter(|_| needed(id)).and_then(|s| s.compressed_file_range().ok());
+        let Some(r) = range else { return Ok(empty.clone()) };
+        let bytes = match r.format {
+            object::CompressionFormat::None => sections.read(r.offset, r.compressed_size)?,
+            object::CompressionFormat::Zlib => sections.read_zlib(r.offset, r.compressed_size, r.uncompressed_size)?,
             // Zstandard (or unknown): read as missing.
-            _ => Ok(whole.range(0..0)),
-        }
+            _ => None,
+        };
+        Ok(bytes.map_or_else(|| empty.clone(), |b| gimli::EndianArcSlice::new(b, endian)))
     };
-    let dwarf = gimli::Dwarf::load(load).ok()?;
-    addr2line::Context::from_dwarf(dwarf).ok()
-}
-
-/// A zlib stream inflated, if it inflates to `size` bytes.
-fn inflate(compressed: &[u8], size: u64) -> Option<Vec<u8>> {
-    use std::io::Read as _;
-    let mut out = Vec::with_capacity(usize::try_from(size).ok()?.min(1 << 30));
-    flate2::read::ZlibDecoder::new(compressed).take(size).read_to_end(&mut out).ok()?;
-    (out.len() as u64 == size).then_some(out)
+    let dwarf = gimli::Dwarf::load(load)?;
+    Ok(addr2line::Context::from_dwarf(dwarf).ok())
 }
 
 /// The function symbols of `obj` (its symbol table, else its dynamic one), by address.
-fn function_symbols(obj: &object::File<'_>) -> Vec<Symbol> {
+fn function_symbols<'data, R: object::ReadRef<'data>>(obj: &object::File<'data, R>) -> Vec<Symbol> {
     let mut syms: Vec<Symbol> = obj
         .symbols()
         .chain(obj.dynamic_symbols())
@@ -363,5 +432,95 @@ mod tests {
         assert!(build_id_paths(&[], &dirs, ".debug").is_empty());
         let deleted = Module { path: "/opt/game/bin/game (deleted)".into(), build_id: vec![], ..m };
         assert_eq!(binary_candidates(&deleted, &dirs)[0], PathBuf::from("/syms/game"));
+    }
+
+    fn module(path: &Path) -> Module {
+        Module { base: 0, size: u64::MAX, load_bias: 0, path: path.display().to_string(), build_id: vec![] }
+    }
+
+    /// A scratch directory of this test run.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("memreplay-symbols-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Addresses to look up in `b`: inside its function symbols, evenly spread (at most
+    /// about 3000).
+    fn probes(b: &Binary) -> Vec<u64> {
+        let step = (b.symbols.len() / 1500).max(1);
+        b.symbols.iter().step_by(step).flat_map(|s| [s.addr, s.addr + s.size / 2]).collect()
+    }
+
+    /// What `probes` give when the context is built over the whole file in memory, as
+    /// it was before sections were read one by one.
+    fn whole_file_lookups(path: &Path, probes: &[u64]) -> Vec<Vec<Found>> {
+        let data: Arc<[u8]> = Arc::from(std::fs::read(path).unwrap());
+        let obj = object::File::parse(&*data).unwrap();
+        let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+        let whole = gimli::EndianArcSlice::new(data.clone(), endian);
+        let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+            let Some(r) = obj.section_by_name(id.name()).and_then(|s| s.compressed_file_range().ok()) else {
+                return Ok(whole.range(0..0));
+            };
+            let (start, len) = (r.offset as usize, r.compressed_size as usize);
+            Ok(match r.format {
+                object::CompressionFormat::None => whole.range(start..start + len),
+                _ => {
+                    let mut out = Vec::new();
+                    flate2::read::ZlibDecoder::new(&data[start..start + len]).read_to_end(&mut out).unwrap();
+                    gimli::EndianArcSlice::new(Arc::from(out), endian)
+                }
+            })
+        };
+        let dwarf = addr2line::Context::from_dwarf(gimli::Dwarf::load(load).unwrap()).unwrap();
+        let b = Binary { path: path.into(), debug_path: None, dwarf: Some(dwarf), symbols: function_symbols(&obj) };
+        probes.iter().map(|&p| b.lookup(p)).collect()
+    }
+
+    /// Sections read one by one give the frames the whole file gave, and so does a copy
+    /// whose DWARF sections are zlib-compressed (`objcopy --compress-debug-sections`).
+    #[test]
+    fn sections_read_one_by_one_give_the_same_frames() {
+        let exe = std::env::current_exe().unwrap();
+        let b = load(&module(&exe), &[], false).unwrap();
+        assert!(b.has_dwarf() && b.debug_path.is_none());
+        let probes = probes(&b);
+        assert!(probes.len() > 100, "{} probes", probes.len());
+        let found: Vec<Vec<Found>> = probes.iter().map(|&p| b.lookup(p)).collect();
+        assert!(found.iter().filter(|f| f.iter().any(|f| f.dwarf && f.line.is_some())).count() > probes.len() / 2);
+        assert!(found == whole_file_lookups(&exe, &probes), "frames differ from the whole file's");
+
+        let dir = scratch("zlib");
+        let zlib = dir.join("zlib-copy");
+        let out = std::process::Command::new("objcopy")
+            .args(["--compress-debug-sections=zlib", exe.to_str().unwrap(), zlib.to_str().unwrap()])
+            .output()
+            .expect("objcopy (binutils) is needed");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let data = std::fs::read(&zlib).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let info = obj.section_by_name(".debug_info").unwrap().compressed_file_range().unwrap();
+        assert_eq!(info.format, object::CompressionFormat::Zlib);
+        let z = load(&module(&zlib), &[], false).unwrap();
+        assert!(z.has_dwarf());
+        assert!(probes.iter().map(|&p| z.lookup(p)).eq(found.iter().cloned()), "the compressed copy's frames differ");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file cut short is refused with its reason, not read as one without DWARF.
+    #[test]
+    fn a_truncated_binary_is_unreadable() {
+        let exe = std::env::current_exe().unwrap();
+        let dir = scratch("cut");
+        let cut = dir.join("cut");
+        let data = std::fs::read(&exe).unwrap();
+        std::fs::write(&cut, &data[..4096]).unwrap();
+        match load(&module(&cut), &[], false) {
+            Err(LoadError::Unreadable(p, why)) => assert!(p == cut && !why.is_empty(), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
