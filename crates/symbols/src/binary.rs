@@ -141,7 +141,7 @@ impl Binary {
 ///
 /// A file is never read whole: its headers, notes and symbol table are read through a
 /// cache dropped once the symbols are taken, and only the DWARF sections a lookup needs
-/// are read, each into its own buffer (see [`dwarf_context`]).
+/// are read, each into its own buffer (see `dwarf_context`).
 pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Binary, LoadError> {
     let mut mismatch = None;
     let mut unreadable = None;
