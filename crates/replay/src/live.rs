@@ -29,7 +29,7 @@ pub(crate) struct Live {
 /// sequence number less its epoch's base ([`OFFSET_BITS`]) and the epoch (top byte).
 /// Sizes and sequence numbers are up to 64 bits, but nearly every allocation is under
 /// 1 MiB, and the recorder's sequence numbers are nanoseconds of the recording: the
-/// epochs ([`Epochs`]) are 256 bases, each the start of a 68-second span (2³⁶ ns),
+/// epochs ([`Epochs`]) are 255 bases, each the start of a 68-second span (2³⁶ ns),
 /// given out as the spans come and taken back when no live allocation is in them. An
 /// allocation that does not fit (a bigger size, every epoch in use) is [`WIDE`]: its
 /// size and number are kept in full beside the table.
@@ -44,7 +44,7 @@ unsafe impl ZeroIsValid for Packed {}
 
 const SIZE_BITS: u32 = 20;
 const OFFSET_BITS: u32 = 36;
-/// The epoch byte of an allocation kept in full in [`LiveAllocations::wide`].
+/// The epoch byte of an allocation kept in full in [`FullValues::wide`].
 const WIDE: u8 = u8::MAX;
 /// Epochs 0..=254 (255 is [`WIDE`]).
 const EPOCHS: usize = WIDE as usize;
@@ -158,7 +158,7 @@ pub(crate) struct LiveAllocations {
     full: FullValues,
     /// Tombstones in `map`.
     pub(crate) freed: u64,
-    /// Frees so far: a tombstone's `seq` is the count at its free.
+    /// Frees so far: a tombstone's `size_seq` is the count at its free.
     pub(crate) frees: u64,
 }
 
