@@ -120,6 +120,8 @@ fn main() {
         return;
     }
     if let Some(log) = arg("--summarize") {
+        // As `replay-cli` does.
+        memreplay_replay::return_big_blocks_to_the_system();
         let opts = ReportOptions { json: true, ..ReportOptions::new(log) };
         let symbols = SymbolOptions { disabled: std::env::args().any(|a| a == "--no-symbols"), ..Default::default() };
         let text = report::run_summarize(&opts, &symbols, Progress::Hidden).expect("summarize");

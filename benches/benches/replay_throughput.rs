@@ -284,6 +284,8 @@ fn log_for(dir: &Path, events: u64, shape: Shape) -> PathBuf {
 fn main() {
     // `--child LOG`: one summarize, then report this process's peak memory.
     if let Some(log) = arg("--child") {
+        // As `replay-cli` does.
+        memreplay_replay::return_big_blocks_to_the_system();
         let (secs, _) = summarize(Path::new(&log));
         println!("{} {secs}", rss().1);
         return;

@@ -224,6 +224,7 @@ fn set_memory_ceiling(flag: Option<u64>) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
+    memreplay_replay::return_big_blocks_to_the_system();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     if let Err(e) = set_memory_ceiling(cli.max_memory) {

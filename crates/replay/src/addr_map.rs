@@ -62,7 +62,7 @@ pub fn prefetch_line<T>(p: *const T) {
 }
 
 /// Asks the kernel to back `v`'s memory with huge pages (a hint, Linux only).
-fn huge_pages<T>(v: &[T]) {
+pub fn huge_pages<T>(v: &[T]) {
     #[cfg(target_os = "linux")]
     {
         const PAGE: usize = 4096;
@@ -231,6 +231,36 @@ impl<V: Copy + Default + ZeroIsValid> AddrMap<V> {
         (&mut e.value, present)
     }
 
+    /// The slot holding `key`, or the empty slot where it would go, when the table is
+    /// known not to be full (and `key` is not the empty marker): the caller made room.
+    /// The slot stays valid until the table next changes.
+    #[inline(always)]
+    pub fn slot_in_room(&self, key: u64) -> usize {
+        debug_assert!(!self.is_full() && key != EMPTY);
+        self.find(key)
+    }
+
+    /// Whether slot `i` (from [`AddrMap::slot_in_room`]) holds an entry.
+    #[inline(always)]
+    pub fn is_occupied(&self, i: usize) -> bool {
+        self.entries[i].key != EMPTY
+    }
+
+    /// The value in the occupied slot `i`.
+    #[inline(always)]
+    pub fn value_at(&mut self, i: usize) -> &mut V {
+        &mut self.entries[i].value
+    }
+
+    /// Puts `key` and `value` in the empty slot `i` that [`AddrMap::slot_in_room`] gave
+    /// for `key`.
+    #[inline(always)]
+    pub fn fill(&mut self, i: usize, key: u64, value: V) {
+        debug_assert!(self.entries[i].key == EMPTY && key != EMPTY);
+        self.entries[i] = Entry { key, value };
+        self.len += 1;
+    }
+
     /// Sets `key` to `value`; returns the value it replaces.
     #[cfg(test)]
     pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
@@ -261,17 +291,58 @@ impl<V: Copy + Default + ZeroIsValid> AddrMap<V> {
     /// Keeps only the entries for which `keep` holds, in a table sized for them.
     pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
         let kept = self.iter().filter(|(_, v)| keep(v)).count();
-        self.rebuild(kept, keep);
+        self.rebuild(Self::capacity_for(kept), |_, v| keep(v));
+    }
+
+    /// Keeps only the entries for which `keep` holds, `kept` of them. In place if they
+    /// fill at most a quarter of the table (so that a third of its room is left before
+    /// it is full): no new table, no pages to fault in. Else in a new table sized for them.
+    pub fn retain_keeping_room(&mut self, kept: usize, mut keep: impl FnMut(u64, &V) -> bool) {
+        debug_assert_eq!(kept, self.iter().filter(|&(k, v)| keep(k, v)).count());
+        if kept * 4 > self.entries.len() {
+            self.rebuild(Self::capacity_for(kept), keep);
+            return;
+        }
+        if self.zero_key.as_ref().is_some_and(|v| !keep(EMPTY, v)) {
+            self.zero_key = None;
+        }
+        // A slot empty before any is emptied: no probe sequence runs across it.
+        let Some(start) = self.entries.iter().position(|e| e.key == EMPTY) else { return };
+        for e in &mut self.entries {
+            if e.key != EMPTY && !keep(e.key, &e.value) {
+                e.key = EMPTY;
+                self.len -= 1;
+            }
+        }
+        // Each entry left may now have an empty slot between its home and it: every one
+        // is taken out and put back, in order from just past `start`, so that an entry's
+        // home comes before it in this order. One lands at or before where it was, and
+        // emptying its slot only breaks the probe sequences of entries visited later.
+        let mask = self.mask();
+        for k in 1..=mask {
+            let i = (start + k) & mask;
+            let e = self.entries[i];
+            if e.key != EMPTY {
+                self.entries[i].key = EMPTY;
+                let j = self.find(e.key);
+                self.entries[j] = e;
+            }
+        }
     }
 
     #[cold]
     #[inline(never)]
     pub fn grow(&mut self) {
-        self.rebuild(self.len + 1, |_| true);
+        self.rebuild(Self::capacity_for(self.len + 1), |_, _| true);
     }
 
-    /// Moves the entries `keep` accepts into a table with room for `entries` at a load of
-    /// at most a fifth, so that more than a tenth of it fills before it is full again.
+    /// The capacity a rebuild gives `entries`: a load of at most a fifth, so that more
+    /// than a tenth of it fills before it is full again.
+    fn capacity_for(entries: usize) -> usize {
+        (entries * 5).next_power_of_two().max(MIN_CAPACITY)
+    }
+
+    /// Moves the entries `keep` accepts into a table of `capacity` slots (a power of two).
     ///
     /// The old and the new table are not both in memory whole: the new one is zeroed
     /// memory, backed by the kernel only where entries land, and the old one is moved in
@@ -279,8 +350,8 @@ impl<V: Copy + Default + ZeroIsValid> AddrMap<V> {
     /// old one or that plus the old capacity, so the pages the new table needs grow in
     /// step with those the old one gives back, and growing a table of a few hundred
     /// megabytes costs its new size at most, not one and a half times it.
-    fn rebuild(&mut self, entries: usize, mut keep: impl FnMut(&V) -> bool) {
-        let capacity = (entries * 5).next_power_of_two().max(MIN_CAPACITY);
+    fn rebuild(&mut self, capacity: usize, mut keep: impl FnMut(u64, &V) -> bool) {
+        debug_assert!(capacity.is_power_of_two());
         let table = empty_table(capacity);
         huge_pages(&table);
         let old = std::mem::replace(&mut self.entries, table);
@@ -290,7 +361,7 @@ impl<V: Copy + Default + ZeroIsValid> AddrMap<V> {
         let (at, size) = (old.as_ptr() as usize, std::mem::size_of::<Entry<V>>());
         for (c, chunk) in old.chunks(CHUNK).enumerate() {
             for e in chunk {
-                if e.key != EMPTY && keep(&e.value) {
+                if e.key != EMPTY && keep(e.key, &e.value) {
                     let i = self.find(e.key);
                     self.entries[i] = *e;
                     self.len += 1;
@@ -302,7 +373,7 @@ impl<V: Copy + Default + ZeroIsValid> AddrMap<V> {
             release_pages(from..at + (c * CHUNK + chunk.len()) * size);
         }
         drop(old);
-        if self.zero_key.as_ref().is_some_and(|v| !keep(v)) {
+        if self.zero_key.as_ref().is_some_and(|v| !keep(EMPTY, v)) {
             self.zero_key = None;
         }
     }
@@ -350,6 +421,13 @@ mod tests {
             if step % 50_000 == 49_999 {
                 map.retain(|v| v % 3 != 0);
                 reference.retain(|_, v| *v % 3 != 0);
+            }
+            if step % 20_000 == 9_999 {
+                // In place (a quarter full at most after) or not.
+                let cut = if step % 40_000 == 9_999 { 2 } else { 7 };
+                let kept = map.iter().filter(|&(k, v)| (k ^ v) % 8 >= cut).count();
+                map.retain_keeping_room(kept, |k, v| (k ^ v) % 8 >= cut);
+                reference.retain(|&k, v| (k ^ *v) % 8 >= cut);
             }
             map.prefetch(key);
         }

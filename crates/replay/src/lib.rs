@@ -24,6 +24,7 @@ mod live;
 mod memory;
 mod model;
 mod queries;
+mod sorted_map;
 mod source;
 mod state;
 mod timeline;
@@ -34,7 +35,9 @@ use memreplay_format::{FileHeader, FormatError, ReadReport};
 
 pub use ids::{FxHasher, FxMap, NodeId, ROOT};
 pub use live::FREED_REMEMBERED;
-pub use memory::{default_ceiling, over_ceiling, process_limit, set_ceiling, Ceiling, OutOfRoom};
+pub use memory::{
+    default_ceiling, over_ceiling, process_limit, return_big_blocks_to_the_system, set_ceiling, Ceiling, OutOfRoom,
+};
 pub use model::{
     Anomalies, CallsBeforeStart, DomainInfo, DomainTotals, Figures, FrameMark, Held, LabelSnapshots, Marker,
     ModuleRecord, Node, Peak, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,

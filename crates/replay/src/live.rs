@@ -3,6 +3,7 @@
 
 use super::addr_map::{AddrMap, ZeroIsValid};
 use super::ids::FxMap;
+use super::sorted_map::SortedMap;
 
 /// A live allocation, as the replay reads and writes it. The table keeps it packed in 16
 /// bytes ([`Packed`]); this is the unpacked value its methods take and give.
@@ -52,6 +53,9 @@ const EPOCHS: usize = WIDE as usize;
 impl Packed {
     /// `place`'s slot half in a tombstone.
     const FREED: u32 = u32::MAX;
+    /// An entry of the sorted tier that stands for nothing: its address is in the hash
+    /// table now. (A tombstone's free count is at least 1.)
+    const DEAD: Packed = Packed { place: Packed::FREED as u64, size_seq: 0 };
     /// A bit of `place`'s site half: the allocation reported its usage. (Sites are fewer
     /// than 2³¹; `ReplayState::site` checks it.)
     pub(crate) const USAGE_REPORTED: u32 = 1 << 31;
@@ -59,6 +63,11 @@ impl Packed {
     #[inline(always)]
     fn is_live(&self) -> bool {
         self.place as u32 != Packed::FREED
+    }
+
+    #[inline(always)]
+    fn is_dead(&self) -> bool {
+        !self.is_live() && self.size_seq == 0
     }
 
     #[inline(always)]
@@ -142,25 +151,53 @@ pub(crate) enum Freed {
 }
 
 /// One domain's live allocations by address, plus a tombstone for each address freed
-/// since it was last allocated. The tombstone costs nothing extra: a free finds the entry
+/// since it was last allocated, in two tiers: the recent ones in a hash table, and those
+/// that outlived a filling of it sorted by address.
+///
+/// **The hash table** (`map`) is a third full at most, for speed, so an entry of 24
+/// bytes costs 72 to 144. Tombstones cost nothing extra there: a free finds the entry
 /// anyway, and marks it instead of removing it, so the replay probes the map once per
 /// event. When the table is full, tombstones are a quarter of its entries or more and at
 /// least half of them are older than [`FREED_REMEMBERED`] frees, those are swept instead
-/// of growing the table, which bounds
-/// memory by the live allocations (and a constant). Sweeping only a full table (rather
-/// than whenever tombstones pile up) matters: each sweep rewrites the whole table, tens
-/// of megabytes at a few hundred thousand live allocations, and with malloc-like address
-/// reuse most frees leave a tombstone that the next allocation there takes over, so the
-/// table rarely fills.
+/// of growing the table, which bounds memory by the live allocations (and a constant).
+/// Sweeping only a full table (rather than whenever tombstones pile up) matters: each
+/// sweep rewrites the whole table, tens of megabytes at a few hundred thousand live
+/// allocations, and with malloc-like address reuse most frees leave a tombstone that the
+/// next allocation there takes over, so the table rarely fills.
+///
+/// **The sorted tier** (`old`, a [`SortedMap`]) holds, 24 bytes each, the allocations
+/// still live from before the table last filled: when it fills again, they move there
+/// (see [`LiveAllocations::settle`]) instead of the table growing, if they are many
+/// enough to pay for a pass over the tier. Most allocations die young and never move;
+/// those that move are the program's long-lived data, which a big program holds millions
+/// of. An address the hash table has no entry for is looked up in the tier, which
+/// answers most such lookups without reading its array. A free there marks the entry a
+/// tombstone in place, and an allocation at an address the tier holds marks its entry
+/// dead ([`Packed::DEAD`]): the hash table's entry is the one that counts. Dead entries
+/// and tombstones older than [`FREED_REMEMBERED`] frees are dropped at the next move.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LiveAllocations {
     pub(crate) map: AddrMap<Packed>,
+    old: SortedMap<Packed>,
     full: FullValues,
     /// Tombstones in `map`.
     pub(crate) freed: u64,
+    /// Entries of `old` that are not live: tombstones and dead ones.
+    old_ended: usize,
     /// Frees so far: a tombstone's `size_seq` is the count at its free.
     pub(crate) frees: u64,
+    /// The latest sequence number allocated, and what it was when `map` last filled:
+    /// the allocations before that outlived a filling.
+    latest: u64,
+    filled_at: u64,
 }
+
+/// The fewest long-lived allocations worth moving to the sorted tier.
+const SETTLE_LEAST: usize = 1 << 14;
+/// Long-lived allocations move to the sorted tier only if they are at least its size
+/// over this: a move rewrites the tier, so each allocation moved costs at most this many
+/// entries copied (and the hash table holds at least this share of the live ones).
+const SETTLE_SHARE: usize = 16;
 
 /// What a packed entry leaves out: its epoch's base, or the whole size and number of a
 /// [`WIDE`] one.
@@ -213,6 +250,15 @@ impl FullValues {
         }
     }
 
+    /// The sequence number of the live allocation `p` (at `addr`).
+    #[inline(always)]
+    fn seq(&self, addr: u64, p: &Packed) -> u64 {
+        match p.epoch() {
+            WIDE => self.wide.get(&addr).map_or(0, |&(_, seq)| seq),
+            e => self.epochs.base[e as usize].wrapping_add((p.size_seq >> SIZE_BITS) & ((1 << OFFSET_BITS) - 1)),
+        }
+    }
+
     /// Unpacks `p` (at `addr`), which stops being live: its epoch or wide entry lets go.
     #[inline(always)]
     fn take(&mut self, addr: u64, p: &Packed) -> Live {
@@ -233,26 +279,96 @@ impl LiveAllocations {
     #[inline(always)]
     pub(crate) fn insert(&mut self, addr: u64, live: Live) -> Option<Live> {
         self.make_room();
-        let (entry, present) = entry_in_room(&mut self.map, addr);
-        let old = match present {
-            true if entry.is_live() => Some(self.full.take(addr, entry)),
-            true => {
-                self.freed -= 1;
-                None
-            }
-            false => None,
-        };
-        *entry = self.full.pack(addr, live);
+        self.latest = self.latest.max(live.seq);
+        if addr == 0 {
+            return self.insert_at_zero(live);
+        }
+        let i = self.map.slot_in_room(addr);
+        if self.map.is_occupied(i) {
+            let entry = self.map.value_at(i);
+            let old = match entry.is_live() {
+                true => Some(self.full.take(addr, entry)),
+                false => {
+                    self.freed -= 1;
+                    None
+                }
+            };
+            *entry = self.full.pack(addr, live);
+            return old;
+        }
+        let old = self.kill_old(addr);
+        let p = self.full.pack(addr, live);
+        self.map.fill(i, addr, p);
         old
+    }
+
+    /// An address the hash table has no entry for is allocated: its entry in the sorted
+    /// tier, if any, is marked dead; returns the allocation that was live there.
+    #[inline(always)]
+    fn kill_old(&mut self, addr: u64) -> Option<Live> {
+        let i = self.old.find(addr)?;
+        let p = std::mem::replace(self.old.value_mut(i), Packed::DEAD);
+        self.old_ended += usize::from(p.is_live());
+        p.is_live().then(|| self.full.take(addr, &p))
     }
 
     #[inline(always)]
     pub(crate) fn free(&mut self, addr: u64) -> Freed {
         self.frees += 1;
         self.make_room();
-        let (entry, present) = entry_in_room(&mut self.map, addr);
+        if addr == 0 {
+            return self.free_at_zero();
+        }
+        let i = self.map.slot_in_room(addr);
+        if self.map.is_occupied(i) {
+            let entry = self.map.value_at(i);
+            if !entry.is_live() {
+                return Freed::Again;
+            }
+            let live = self.full.take(addr, entry);
+            *entry = Packed::tombstone(self.frees);
+            self.freed += 1;
+            return Freed::Live(live);
+        }
+        if let Some(j) = self.old.find(addr) {
+            let p = *self.old.value(j);
+            if p.is_live() {
+                *self.old.value_mut(j) = Packed::tombstone(self.frees);
+                self.old_ended += 1;
+                return Freed::Live(self.full.take(addr, &p));
+            }
+            if !p.is_dead() {
+                return Freed::Again;
+            }
+        }
+        self.map.fill(i, addr, Packed::tombstone(self.frees));
+        self.freed += 1;
+        Freed::Unknown
+    }
+
+    /// [`LiveAllocations::insert`] at address 0, the hash table's empty key (kept beside
+    /// it, never in the sorted tier).
+    #[cold]
+    fn insert_at_zero(&mut self, live: Live) -> Option<Live> {
+        let (entry, present) = self.map.entry(0);
+        let old = match present {
+            true if entry.is_live() => Some(self.full.take(0, entry)),
+            true => {
+                self.freed -= 1;
+                None
+            }
+            false => None,
+        };
+        *entry = self.full.pack(0, live);
+        old
+    }
+
+    /// [`LiveAllocations::free`] at address 0.
+    #[cold]
+    fn free_at_zero(&mut self) -> Freed {
+        let (entry, present) = self.map.entry(0);
         let found = match present {
-            true if entry.is_live() => Freed::Live(self.full.take(addr, entry)),
+            true if entry.is_live() => Freed::Live(self.full.take(0, entry)),
             true => return Freed::Again,
             false => Freed::Unknown,
         };
@@ -261,8 +377,8 @@ impl LiveAllocations {
         found
     }
 
-    /// Before an entry may be added: a full table is swept of old tombstones rather than
-    /// grown, if they are many (at most [`FREED_REMEMBERED`] tombstones are recent).
+    /// Before an entry may be added: a full table is swept of old tombstones, or its
+    /// long-lived allocations move to the sorted tier, rather than it growing.
     #[inline(always)]
     pub(crate) fn make_room(&mut self) {
         if self.map.is_full() {
@@ -275,9 +391,10 @@ impl LiveAllocations {
         if self.freed >= 2 * FREED_REMEMBERED && self.freed * 4 >= self.map.len() as u64 {
             self.sweep();
         }
-        if self.map.is_full() {
+        if self.map.is_full() && !self.settle() {
             self.map.grow();
         }
+        self.filled_at = self.latest;
     }
 
     #[inline(never)]
@@ -287,38 +404,82 @@ impl LiveAllocations {
         self.freed = self.map.iter().filter(|(_, p)| !p.is_live()).count() as u64;
     }
 
+    /// Moves the allocations that were live before the hash table last filled, and still
+    /// are, to the sorted tier, if they are enough to pay for the pass over it that
+    /// takes them in (see [`SETTLE_SHARE`]); returns whether it did. The table keeps its
+    /// size, so the ones that stay have as much room to die in as before.
+    #[inline(never)]
+    fn settle(&mut self) -> bool {
+        let (mark, full) = (self.filled_at, &self.full);
+        let long_lived = |addr: u64, p: &Packed| addr != 0 && p.is_live() && full.seq(addr, p) < mark;
+        let mut batch: Vec<(u64, Packed)> =
+            self.map.iter().filter(|&(a, p)| long_lived(a, p)).map(|(a, p)| (a, *p)).collect();
+        if batch.len() < SETTLE_LEAST || batch.len() * SETTLE_SHARE < self.old.len() {
+            return false;
+        }
+        batch.sort_unstable_by_key(|e| e.0);
+        self.map.retain_keeping_room(self.map.len() - batch.len(), |a, p| !long_lived(a, p));
+        if self.old_ended > 0 {
+            let (oldest_kept, mut ended) = (self.frees.saturating_sub(FREED_REMEMBERED), 0);
+            self.old.retain(|p| {
+                let keep = p.is_live() || (!p.is_dead() && p.size_seq > oldest_kept);
+                ended += usize::from(keep && !p.is_live());
+                keep
+            });
+            self.old_ended = ended;
+        }
+        self.old.absorb(&batch);
+        true
+    }
+
+    /// Starts loading what a lookup of `addr` reads first (a hint).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, addr: u64) {
+        self.map.prefetch(addr);
+        self.old.prefetch(addr);
+    }
+
     #[inline]
     pub(crate) fn get(&self, addr: u64) -> Option<Live> {
-        self.map.get(addr).filter(|p| p.is_live()).map(|p| self.full.unpack(addr, p))
+        let p = match self.map.get(addr) {
+            Some(p) => p,
+            None => self.old.value(self.old.find(addr)?),
+        };
+        p.is_live().then(|| self.full.unpack(addr, p))
     }
 
     /// Marks the live allocation at `addr` as one that reported its usage; returns it.
     pub(crate) fn mark_usage_reported(&mut self, addr: u64) -> Option<Live> {
-        let p = self.map.get_mut(addr).filter(|p| p.is_live())?;
+        let p = match self.map.get_mut(addr) {
+            Some(p) => p,
+            None => {
+                let i = self.old.find(addr)?;
+                self.old.value_mut(i)
+            }
+        };
+        if !p.is_live() {
+            return None;
+        }
         p.place |= u64::from(Packed::USAGE_REPORTED) << 32;
         let p = *p;
         Some(self.full.unpack(addr, &p))
     }
 
+    /// Every live allocation, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, Live)> + '_ {
-        self.map.iter().filter(|(_, p)| p.is_live()).map(|(a, p)| (a, self.full.unpack(a, p)))
+        let live = |(a, p): (u64, &Packed)| p.is_live().then(|| (a, self.full.unpack(a, p)));
+        self.map.iter().filter_map(live).chain(self.old.iter().filter_map(live))
     }
 
-    /// Bytes of heap the table and what it leaves out take.
+    /// Entries held, tombstones included.
+    pub(crate) fn entries(&self) -> usize {
+        self.map.len() + self.old.len()
+    }
+
+    /// Bytes of heap the two tiers and what they leave out take.
     pub(crate) fn heap_bytes(&self) -> u64 {
         let wide = self.full.wide.capacity() * (std::mem::size_of::<(u64, (u64, u64))>() + 1);
-        self.map.heap_bytes() + wide as u64
-    }
-}
-
-/// The entry of `addr`, added if absent, once the caller made room (see
-/// [`AddrMap::entry`]); whether it was there.
-#[inline(always)]
-fn entry_in_room(map: &mut AddrMap<Packed>, addr: u64) -> (&mut Packed, bool) {
-    if addr == 0 {
-        map.entry(addr)
-    } else {
-        map.entry_in_room(addr)
+        self.map.heap_bytes() + self.old.heap_bytes() + wide as u64
     }
 }
 
@@ -441,6 +602,96 @@ mod tests {
         assert_eq!(all, expected);
         let in_epochs: u64 = m.full.epochs.live.iter().sum();
         assert_eq!(in_epochs + m.full.wide.len() as u64, all.len() as u64, "each live allocation counted once");
+        for (addr, _) in all {
+            assert!(matches!(m.free(addr), Freed::Live(_)));
+        }
+        assert!(m.full.epochs.live.iter().all(|&n| n == 0) && m.full.wide.is_empty(), "all let go");
+    }
+
+    /// Long-lived allocations move to the sorted tier as the hash table fills, and every
+    /// operation answers as one table would: frees, double frees and frees of unknown
+    /// addresses of either tier, allocations again at an address of either (live or
+    /// freed), usage marks and lookups, against a reference of live and freed addresses
+    /// (fewer frees than [`FREED_REMEMBERED`], so every freed address is remembered).
+    #[test]
+    fn the_sorted_tier_answers_as_the_hash_table_would() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut m = LiveAllocations::default();
+        let mut reference: HashMap<u64, Live> = HashMap::new();
+        let mut freed: std::collections::HashSet<u64> = Default::default();
+        let (mut seq, mut frees, mut most_old) = (0u64, 0u64, 0usize);
+        // Long-lived blocks spread over a wide range; short-lived ones churn in a narrow
+        // one; now and then any of them is freed, allocated again, or marked.
+        let long = |r: u64| 0x5500_0000_0000 + (r % 4_000_000) * 16;
+        let short = |r: u64| 0x7f00_0000_0000 + (r % 3_000) * 16;
+        let mut longs: Vec<u64> = Vec::new();
+        for step in 0..800_000u64 {
+            seq += 1 + rnd() % 50;
+            let live = |size| Live { size, seq, slot: step as u32, site: 3, usage_reported: false };
+            let pick = |r: u64, longs: &Vec<u64>| longs.get((r % longs.len().max(1) as u64) as usize).copied();
+            match rnd() % 100 {
+                0..=29 => {
+                    let addr = long(rnd());
+                    longs.push(addr);
+                    freed.remove(&addr);
+                    assert_eq!(m.insert(addr, live(48)), reference.insert(addr, live(48)), "step {step}");
+                }
+                30..=59 => {
+                    let addr = short(rnd());
+                    freed.remove(&addr);
+                    assert_eq!(m.insert(addr, live(16)), reference.insert(addr, live(16)), "step {step}");
+                }
+                60..=84 if frees < FREED_REMEMBERED - 10 => {
+                    let addr = match rnd() % 10 {
+                        0 => pick(rnd(), &longs).unwrap_or(8),
+                        1 => long(rnd()),
+                        _ => short(rnd()),
+                    };
+                    frees += 1;
+                    let got = m.free(addr);
+                    match reference.remove(&addr) {
+                        Some(l) => assert!(matches!(got, Freed::Live(g) if g == l), "step {step}"),
+                        None if freed.contains(&addr) => assert!(matches!(got, Freed::Again), "step {step}"),
+                        None => assert!(matches!(got, Freed::Unknown), "step {step}"),
+                    }
+                    freed.insert(addr);
+                }
+                85..=89 => {
+                    let addr = pick(rnd(), &longs).unwrap_or(8);
+                    let want = reference.get_mut(&addr).map(|l| {
+                        l.usage_reported = true;
+                        *l
+                    });
+                    assert_eq!(m.mark_usage_reported(addr), want, "step {step}");
+                }
+                90..=94 => {
+                    // Allocated again at a long-lived address, live or freed.
+                    let addr = pick(rnd(), &longs).unwrap_or(8);
+                    freed.remove(&addr);
+                    assert_eq!(m.insert(addr, live(80)), reference.insert(addr, live(80)), "step {step}");
+                }
+                _ => {
+                    let addr = if rnd() % 2 == 0 { pick(rnd(), &longs).unwrap_or(8) } else { long(rnd()) };
+                    assert_eq!(m.get(addr), reference.get(&addr).copied(), "step {step}");
+                }
+            }
+            most_old = most_old.max(m.old.len());
+        }
+        assert!(most_old > 50_000, "long-lived allocations moved ({most_old} at most)");
+        assert!(m.old.len() > m.map.len(), "most entries are in the sorted tier");
+        let ended = m.old.iter().filter(|(_, p)| !p.is_live()).count();
+        assert_eq!(m.old_ended, ended, "the sorted tier's ended entries are counted");
+        let mut all: Vec<(u64, Live)> = m.iter().collect();
+        let mut expected: Vec<(u64, Live)> = reference.into_iter().collect();
+        all.sort_unstable_by_key(|e| e.0);
+        expected.sort_unstable_by_key(|e| e.0);
+        assert_eq!(all, expected);
         for (addr, _) in all {
             assert!(matches!(m.free(addr), Freed::Live(_)));
         }

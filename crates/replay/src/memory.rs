@@ -86,3 +86,20 @@ fn physical_memory() -> Option<u64> {
     #[cfg(not(unix))]
     None
 }
+
+/// Makes glibc's `malloc` serve every block of 128 KiB or more from a mapping of its own,
+/// handed back to the system when freed. A program whose main work is replaying big logs
+/// calls it once, at its start (`replay-cli` does); elsewhere it does nothing.
+///
+/// By default glibc raises that threshold to the size of the biggest such block freed so
+/// far (up to 32 MiB), after which big blocks come from the heap, where memory freed
+/// stays in the process. The replay rebuilds its live-allocation tables as a log grows:
+/// under the default, the peak memory of a replay was 10-20 % higher.
+pub fn return_big_blocks_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` changes a tuning parameter of glibc's allocator (it is safe to call
+    // from any thread at any time), and M_MMAP_THRESHOLD takes any size up to 32 MiB.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}

@@ -48,7 +48,7 @@ impl ReplayState {
             (
                 "live allocations",
                 self.live.iter().map(|l| l.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
-                self.live.iter().map(|l| n(l.map.len())).sum(),
+                self.live.iter().map(|l| n(l.entries())).sum(),
             ),
             (
                 "callstacks",

@@ -187,7 +187,7 @@ impl ReplayState {
     #[inline(always)]
     fn prefetch(&self, domain: u32, addr: u64) {
         if let Some(d) = self.domain_index(domain) {
-            self.live[d.get()].map.prefetch(addr);
+            self.live[d.get()].prefetch(addr);
         }
     }
 
