@@ -19,11 +19,12 @@ use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use gimli::Reader as _;
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 
+use super::dwarf::LazyDwarf;
 use super::modules::{hex, Module};
-
-type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+use super::reader::{DwarfFile, Reader, CHUNK_SHIFT, STRING_CHUNK_SHIFT};
 
 /// The system's directory of separate debug files.
 pub const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
@@ -63,7 +64,7 @@ pub struct Binary {
     pub path: PathBuf,
     /// See `path`.
     pub debug_path: Option<PathBuf>,
-    dwarf: Option<addr2line::Context<Reader>>,
+    dwarf: Option<Box<LazyDwarf>>,
     symbols: Vec<Symbol>,
 }
 
@@ -88,24 +89,31 @@ impl Binary {
     /// innermost (inlined) first; empty when neither DWARF nor a symbol covers it.
     pub fn lookup(&self, probe: u64) -> Vec<Found> {
         let mut out = Vec::new();
-        if let Some(ctx) = &self.dwarf {
-            if let Ok(mut frames) = ctx.find_frames(probe).skip_all_loads() {
-                while let Ok(Some(f)) = frames.next() {
-                    let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(|n| n.into_owned());
-                    let (file, line) = match &f.location {
-                        Some(l) => (l.file.map(str::to_owned), l.line),
-                        None => (None, None),
-                    };
+        if let Some(dwarf) = &self.dwarf {
+            if let Ok(frames) = dwarf.find_frames(probe) {
+                for f in frames {
+                    let function = f.function.and_then(|(name, lang)| {
+                        name.to_string_lossy().ok().map(|raw| addr2line::demangle_auto(raw, lang).into_owned())
+                    });
+                    let (file, line) = f.location.map_or((None, None), |l| (l.file.map(str::to_owned), l.line));
                     out.push(Found { function, file, line, dwarf: true });
                 }
             }
             if out.is_empty() {
                 // A unit with lines but no function entries (assembly, some C runtimes).
-                if let Ok(Some(l)) = ctx.find_location(probe) {
+                if let Ok(Some(l)) = dwarf.find_location(probe) {
                     out.push(Found { function: None, file: l.file.map(str::to_owned), line: l.line, dwarf: true });
                 }
             }
         }
+        self.name_from_symbols(probe, &mut out);
+        out
+    }
+
+    /// Completes the DWARF frames `out` of `probe` from the symbol table: the outermost
+    /// frame's full path where DWARF has a bare name, a name where DWARF has none or
+    /// there is no DWARF.
+    fn name_from_symbols(&self, probe: u64, out: &mut Vec<Found>) {
         // The outermost frame is the function the address is in: the symbol table has its
         // full path where DWARF (line-tables-only debug info) has a bare name.
         if let Some(f) = out.last_mut().filter(|f| f.function.as_deref().is_some_and(|n| !super::is_qualified(n))) {
@@ -123,7 +131,6 @@ impl Binary {
             }
         }
         out.retain(|f| f.function.is_some() || f.file.is_some());
-        out
     }
 
     /// The demangled name of the function symbol covering `probe`.
@@ -140,8 +147,8 @@ impl Binary {
 /// separate debug files.
 ///
 /// A file is never read whole: its headers, notes and symbol table are read through a
-/// cache dropped once the symbols are taken, and only the DWARF sections a lookup needs
-/// are read, each into its own buffer (see `dwarf_context`).
+/// cache dropped once the symbols are taken, and its DWARF as lookups need it, a chunk
+/// at a time (see `dwarf_context`); the file stays open while the binary is loaded.
 pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Binary, LoadError> {
     let mut mismatch = None;
     let mut unreadable = None;
@@ -151,7 +158,7 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
         if !path.is_file() {
             continue;
         }
-        let mut file = match ObjectFile::open(&path) {
+        let file = match ObjectFile::open(&path) {
             Ok(f) => f,
             Err(e) => {
                 unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
@@ -171,7 +178,7 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
             continue;
         }
         let symbols = function_symbols(&obj);
-        match dwarf_context(&obj, &mut file.sections) {
+        match dwarf_context(&obj, &file.dwarf, file.len) {
             Ok(Some(dwarf)) => return Ok(Binary { path, debug_path: None, dwarf: Some(dwarf), symbols }),
             Ok(None) => {}
             Err(e) => {
@@ -255,17 +262,17 @@ fn debug_candidates(module: &Module, binary: &Path, link: Option<&str>, debug_di
 }
 
 /// A separate debug file's DWARF and symbols, if it is there, matches and has DWARF.
-fn load_debug_file(module: &Module, path: &Path) -> Option<(addr2line::Context<Reader>, Vec<Symbol>)> {
+fn load_debug_file(module: &Module, path: &Path) -> Option<(Box<LazyDwarf>, Vec<Symbol>)> {
     if !path.is_file() {
         return None;
     }
-    let mut file = ObjectFile::open(path).ok()?;
+    let file = ObjectFile::open(path).ok()?;
     let cache = object::ReadCache::new(file.cache_handle);
     let obj = object::File::parse(&cache).ok()?;
     if !build_id_matches(module, &obj) {
         return None;
     }
-    let dwarf = dwarf_context(&obj, &mut file.sections).ok()??;
+    let dwarf = dwarf_context(&obj, &file.dwarf, file.len).ok()??;
     Some((dwarf, function_symbols(&obj)))
 }
 
@@ -279,24 +286,20 @@ fn build_id_matches<'data, R: object::ReadRef<'data>>(module: &Module, obj: &obj
 
 /// An object file opened twice over one open file description: one handle for the
 /// `object::ReadCache` that parses headers, notes and symbols (it keeps what it read
-/// until dropped), one for reading DWARF sections into their own buffers. Both seek
-/// before every read, so sharing the file offset is harmless.
+/// until dropped), one that the DWARF sections are read through. Both seek before every
+/// read, so sharing the file offset is harmless.
 struct ObjectFile {
     cache_handle: File,
-    sections: Sections,
-}
-
-/// Where DWARF sections are read from: the file and its length when opened.
-struct Sections {
-    file: File,
+    dwarf: File,
+    /// The file's length when opened.
     len: u64,
 }
 
 impl ObjectFile {
     fn open(path: &Path) -> std::io::Result<ObjectFile> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        Ok(ObjectFile { cache_handle: file.try_clone()?, sections: Sections { file, len } })
+        let dwarf = File::open(path)?;
+        let len = dwarf.metadata()?.len();
+        Ok(ObjectFile { cache_handle: dwarf.try_clone()?, dwarf, len })
     }
 }
 
@@ -304,77 +307,69 @@ impl ObjectFile {
 /// header claiming more is damaged, and its section is read as missing.
 const MAX_ZLIB_RATIO: u64 = 1032;
 
-impl Sections {
-    /// `size` bytes at `offset`, in a buffer of their own; `None` when the range is not
-    /// inside the file (a damaged header: the section reads as missing).
-    fn read(&mut self, offset: u64, size: u64) -> std::io::Result<Option<Arc<[u8]>>> {
-        let Some(size) = offset.checked_add(size).filter(|&end| end <= self.len).map(|_| size) else {
-            return Ok(None);
-        };
-        let Ok(size) = usize::try_from(size) else { return Ok(None) };
-        // Allocated once at its final size (the iterator knows its length), then filled.
-        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
-        let Some(bytes) = Arc::get_mut(&mut buf) else { return Ok(None) };
-        self.file.seek(SeekFrom::Start(offset))?;
-        self.file.read_exact(bytes)?;
-        Ok(Some(buf))
-    }
-
-    /// A zlib-compressed section: its `compressed` bytes at `offset`, inflated into a
-    /// buffer of `size` bytes; `None` when they are not inside the file or do not inflate
-    /// to `size` bytes (the section reads as missing).
-    fn read_zlib(&mut self, offset: u64, compressed: u64, size: u64) -> std::io::Result<Option<Arc<[u8]>>> {
-        if size > compressed.saturating_mul(MAX_ZLIB_RATIO).saturating_add(64) {
-            return Ok(None);
-        }
-        let Some(stream) = self.read(offset, compressed)? else { return Ok(None) };
-        let Ok(size) = usize::try_from(size) else { return Ok(None) };
-        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
-        let Some(bytes) = Arc::get_mut(&mut buf) else { return Ok(None) };
-        // Bytes past `size` are ignored, as a shorter stream is refused.
-        if flate2::read::ZlibDecoder::new(&*stream).read_exact(bytes).is_err() {
-            return Ok(None);
-        }
-        Ok(Some(buf))
-    }
-}
-
-/// The DWARF sections `addr2line` reads. Location lists and macro information, often
-/// the biggest part of full debug info, describe variables and macros, which a lookup
-/// never reads: they are not loaded.
+/// The DWARF sections `addr2line`'s lookup reads. Location lists and macro information,
+/// often the biggest part of full debug info, describe variables and macros, which a
+/// lookup never reads: they are not loaded.
 fn needed(id: gimli::SectionId) -> bool {
     use gimli::SectionId as S;
     !matches!(id, S::DebugLoc | S::DebugLocLists | S::DebugMacinfo | S::DebugMacro)
 }
 
-/// The DWARF of `obj`, if it has any: each section `addr2line` needs read from
-/// `sections` into its own buffer (inflated, if zlib-compressed), so that nothing else
-/// of the file stays in memory. An I/O error while reading is returned; a section
-/// whose header is damaged (out of the file, or a stream that does not inflate to its
-/// size) and a zstd-compressed one read as missing.
+/// The DWARF of `obj` (`file`, `len` bytes long), if it has any, its units indexed (see
+/// [`LazyDwarf`]). Each section a lookup needs is read from `file` as lookups go, a
+/// chunk at a time (see [`DwarfFile`]); a zlib-compressed one is inflated now and kept
+/// LZ4-compressed. An I/O error while reading is returned; a section whose header is
+/// damaged (out of the file, or a stream that does not inflate to its size) and a
+/// zstd-compressed one read as missing; DWARF that does not parse reads as none.
 fn dwarf_context<'data, R: object::ReadRef<'data>>(
     obj: &object::File<'data, R>,
-    sections: &mut Sections,
-) -> std::io::Result<Option<addr2line::Context<Reader>>> {
+    file: &File,
+    len: u64,
+) -> std::io::Result<Option<Box<LazyDwarf>>> {
     let has = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
     if !has(".debug_info") && !has(".debug_line") {
         return Ok(None);
     }
     let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-    let empty = gimli::EndianArcSlice::new(Arc::from(&[][..]), endian);
+    let data = Arc::new(DwarfFile::new(file.try_clone()?, endian));
+    let inside = |offset: u64, size: u64| offset.checked_add(size).is_some_and(|end| end <= len);
     let load = |id: gimli::SectionId| -> std::io::Result<Reader> {
         let range = obj.section_by_name(id.name()).filter(|_| needed(id)).and_then(|s| s.compressed_file_range().ok());
-        let Some(r) = range else { return Ok(empty.clone()) };
-        let bytes = match r.format {
-            object::CompressionFormat::None => sections.read(r.offset, r.compressed_size)?,
-            object::CompressionFormat::Zlib => sections.read_zlib(r.offset, r.compressed_size, r.uncompressed_size)?,
-            // Zstandard (or unknown): read as missing.
+        // Names are read all over the string sections, a few bytes each: small chunks.
+        let shift = if matches!(id, gimli::SectionId::DebugStr | gimli::SectionId::DebugLineStr) {
+            STRING_CHUNK_SHIFT
+        } else {
+            CHUNK_SHIFT
+        };
+        let index = match range {
+            Some(r) if r.format == object::CompressionFormat::None && inside(r.offset, r.compressed_size) => {
+                usize::try_from(r.compressed_size).ok().map(|size| data.add_file_range(r.offset, size, shift))
+            }
+            Some(r)
+                if r.format == object::CompressionFormat::Zlib
+                    && inside(r.offset, r.compressed_size)
+                    && r.uncompressed_size <= r.compressed_size.saturating_mul(MAX_ZLIB_RATIO).saturating_add(64) =>
+            {
+                let mut f = file;
+                f.seek(SeekFrom::Start(r.offset))?;
+                match usize::try_from(r.uncompressed_size) {
+                    Ok(size) => data.add_zlib(std::io::BufReader::new(f.take(r.compressed_size)), size, shift),
+                    Err(_) => None,
+                }
+            }
+            // Missing, damaged, or compressed with Zstandard (or unknown): read as missing.
             _ => None,
         };
-        Ok(bytes.map_or_else(|| empty.clone(), |b| gimli::EndianArcSlice::new(b, endian)))
+        Ok(data.reader(index.unwrap_or_else(|| data.add_empty())))
     };
     let dwarf = gimli::Dwarf::load(load)?;
-    Ok(addr2line::Context::from_dwarf(dwarf).ok())
+    let index = LazyDwarf::new(dwarf);
+    data.forget_recent();
+    match index {
+        Ok(d) => Ok(Some(Box::new(d))),
+        Err(gimli::Error::Io) => Err(std::io::Error::other("reading its DWARF failed")),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The function symbols of `obj` (its symbol table, else its dynamic one), by address.
@@ -453,14 +448,16 @@ mod tests {
         b.symbols.iter().step_by(step).flat_map(|s| [s.addr, s.addr + s.size / 2]).collect()
     }
 
-    /// What `probes` give when the context is built over the whole file in memory, as
-    /// it was before sections were read one by one.
+    /// What `probes` give through `addr2line::Context` built over the whole file in
+    /// memory, as lookups were made before units were parsed on demand and sections
+    /// read a chunk at a time.
     fn whole_file_lookups(path: &Path, probes: &[u64]) -> Vec<Vec<Found>> {
+        type Whole = gimli::EndianArcSlice<gimli::RunTimeEndian>;
         let data: Arc<[u8]> = Arc::from(std::fs::read(path).unwrap());
         let obj = object::File::parse(&*data).unwrap();
         let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
         let whole = gimli::EndianArcSlice::new(data.clone(), endian);
-        let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+        let load = |id: gimli::SectionId| -> Result<Whole, gimli::Error> {
             let Some(r) = obj.section_by_name(id.name()).and_then(|s| s.compressed_file_range().ok()) else {
                 return Ok(whole.range(0..0));
             };
@@ -474,23 +471,54 @@ mod tests {
                 }
             })
         };
-        let dwarf = addr2line::Context::from_dwarf(gimli::Dwarf::load(load).unwrap()).unwrap();
-        let b = Binary { path: path.into(), debug_path: None, dwarf: Some(dwarf), symbols: function_symbols(&obj) };
-        probes.iter().map(|&p| b.lookup(p)).collect()
+        let ctx = addr2line::Context::from_dwarf(gimli::Dwarf::load(load).unwrap()).unwrap();
+        let b = Binary { path: path.into(), debug_path: None, dwarf: None, symbols: function_symbols(&obj) };
+        let lookup = |probe: u64| {
+            // `Binary::lookup` as it was over an `addr2line::Context`.
+            let mut out = Vec::new();
+            if let Ok(mut frames) = ctx.find_frames(probe).skip_all_loads() {
+                while let Ok(Some(f)) = frames.next() {
+                    let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(|n| n.into_owned());
+                    let (file, line) = match &f.location {
+                        Some(l) => (l.file.map(str::to_owned), l.line),
+                        None => (None, None),
+                    };
+                    out.push(Found { function, file, line, dwarf: true });
+                }
+            }
+            if out.is_empty() {
+                if let Ok(Some(l)) = ctx.find_location(probe) {
+                    out.push(Found { function: None, file: l.file.map(str::to_owned), line: l.line, dwarf: true });
+                }
+            }
+            b.name_from_symbols(probe, &mut out);
+            out
+        };
+        probes.iter().map(|&p| lookup(p)).collect()
     }
 
-    /// Sections read one by one give the frames the whole file gave, and so does a copy
-    /// whose DWARF sections are zlib-compressed (`objcopy --compress-debug-sections`).
+    /// Units parsed on demand and sections read a chunk at a time give the frames that
+    /// `addr2line` over the whole file gave, and so does a copy whose DWARF sections are
+    /// zlib-compressed (`objcopy --compress-debug-sections`); a few lookups parse a few
+    /// units.
     #[test]
-    fn sections_read_one_by_one_give_the_same_frames() {
+    fn lazy_units_give_the_same_frames() {
         let exe = std::env::current_exe().unwrap();
         let b = load(&module(&exe), &[], false).unwrap();
         assert!(b.has_dwarf() && b.debug_path.is_none());
         let probes = probes(&b);
         assert!(probes.len() > 100, "{} probes", probes.len());
+        let dwarf = b.dwarf.as_ref().unwrap();
+        assert_eq!(dwarf.parsed_count(), 0);
+        for &p in &probes[..10] {
+            b.lookup(p);
+        }
+        let units = dwarf.unit_count();
+        assert!(units > 100 && dwarf.parsed_count() < units / 4, "{} of {units} units parsed", dwarf.parsed_count());
         let found: Vec<Vec<Found>> = probes.iter().map(|&p| b.lookup(p)).collect();
         assert!(found.iter().filter(|f| f.iter().any(|f| f.dwarf && f.line.is_some())).count() > probes.len() / 2);
-        assert!(found == whole_file_lookups(&exe, &probes), "frames differ from the whole file's");
+        assert!(found.iter().any(|f| f.len() > 1), "no inlined frames among the probes");
+        assert_same(&found, &whole_file_lookups(&exe, &probes), &probes, "the test binary");
 
         let dir = scratch("zlib");
         let zlib = dir.join("zlib-copy");
@@ -505,7 +533,163 @@ mod tests {
         assert_eq!(info.format, object::CompressionFormat::Zlib);
         let z = load(&module(&zlib), &[], false).unwrap();
         assert!(z.has_dwarf());
-        assert!(probes.iter().map(|&p| z.lookup(p)).eq(found.iter().cloned()), "the compressed copy's frames differ");
+        let zfound: Vec<Vec<Found>> = probes.iter().map(|&p| z.lookup(p)).collect();
+        assert_same(&zfound, &found, &probes, "the compressed copy");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Probes of `b`: every function symbol at its start, a third, the middle and two
+    /// thirds of it.
+    fn all_probes(b: &Binary) -> Vec<u64> {
+        b.symbols
+            .iter()
+            .flat_map(|s| [s.addr, s.addr + s.size / 3, s.addr + s.size / 2, s.addr + s.size * 2 / 3])
+            .collect()
+    }
+
+    /// The same comparison on C++ programs built by the system's compiler, optimized:
+    /// DWARF 5 and DWARF 4, and link-time optimized (units that refer into each other).
+    #[test]
+    fn lazy_units_give_the_same_frames_in_cpp_programs() {
+        let dir = scratch("cpp");
+        let main = dir.join("main.cpp");
+        std::fs::write(
+            &main,
+            r#"#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+namespace game {
+struct Mesh { std::vector<float> v; std::string name; };
+template <class T> struct Pool {
+  std::vector<std::unique_ptr<T>> items;
+  T* make() { items.emplace_back(new T()); return items.back().get(); }
+};
+static inline int helper(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int work(std::map<std::string, int>& m, int n) {
+  int s = 0;
+  for (int i = 0; i < n; i++) { m[std::to_string(i)] = helper(i); s += (int)m.size(); }
+  return s;
+}
+}
+int other(int);
+int main(int argc, char**) {
+  std::map<std::string, int> m;
+  game::Pool<game::Mesh> p;
+  for (int i = 0; i < argc * 10; i++) p.make()->v.resize(i);
+  std::vector<int> v(argc * 100);
+  std::sort(v.begin(), v.end());
+  std::printf("%d %d\n", game::work(m, argc * 100), other(argc));
+}
+"#,
+        )
+        .unwrap();
+        let other = dir.join("other.cpp");
+        std::fs::write(
+            &other,
+            r#"#include <string>
+#include <unordered_map>
+static std::unordered_map<int, std::string> table;
+int other(int x) {
+  for (int i = 0; i < x * 50; i++) table[i] = std::string(i % 40, 'x');
+  return (int)table.size();
+}
+"#,
+        )
+        .unwrap();
+        for (name, flags) in [("dwarf5", &["-g"][..]), ("dwarf4", &["-gdwarf-4"]), ("lto", &["-g", "-flto"])] {
+            let exe = dir.join(name);
+            let out = std::process::Command::new("c++")
+                .args(["-O2"])
+                .args(flags)
+                .arg("-o")
+                .arg(&exe)
+                .arg(&main)
+                .arg(&other)
+                .output()
+                .expect("a C++ compiler (c++) is needed");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let b = load(&module(&exe), &[], false).unwrap();
+            assert!(b.has_dwarf(), "{name}");
+            let probes = all_probes(&b);
+            let found: Vec<Vec<Found>> = probes.iter().map(|&p| b.lookup(p)).collect();
+            assert!(
+                found.iter().any(|f| f.len() > 1 && f.iter().all(|f| f.line.is_some())),
+                "{name}: no inlined frames"
+            );
+            let work = |f: &Found| f.function.as_deref().is_some_and(|n| n.starts_with("game::work(std::map<"));
+            assert!(found.iter().flatten().any(work), "{name}: no frame in game::work, demangled");
+            assert_same(&found, &whole_file_lookups(&exe, &probes), &probes, name);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn assert_same(found: &[Vec<Found>], expected: &[Vec<Found>], probes: &[u64], what: &str) {
+        let differ: Vec<String> = probes
+            .iter()
+            .zip(found.iter().zip(expected))
+            .filter(|(_, (f, e))| f != e)
+            .take(3)
+            .map(|(p, (f, e))| format!("{p:#x}: {f:?}\n  expected {e:?}"))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{what}: frames differ from addr2line's over the whole file:\n{}",
+            differ.join("\n")
+        );
+    }
+
+    /// The same comparison on other files: `MEMREPLAY_SYMBOLS_COMPARE=FILE:FILE...`
+    /// (binaries or separate debug files), at `all_probes`.
+    #[test]
+    #[ignore = "compares files named in MEMREPLAY_SYMBOLS_COMPARE"]
+    fn lazy_units_give_the_same_frames_on_other_files() {
+        let files = std::env::var("MEMREPLAY_SYMBOLS_COMPARE").expect("MEMREPLAY_SYMBOLS_COMPARE=FILE:FILE...");
+        for path in std::env::split_paths(&files) {
+            let b = load(&module(&path), &[], false).unwrap();
+            assert!(b.has_dwarf(), "{}: no DWARF", path.display());
+            let probes = all_probes(&b);
+            let start = std::time::Instant::now();
+            let found: Vec<Vec<Found>> = probes.iter().map(|&p| b.lookup(p)).collect();
+            let lazy = start.elapsed();
+            let start = std::time::Instant::now();
+            let expected = whole_file_lookups(&path, &probes);
+            let whole = start.elapsed();
+            let with_lines = found.iter().filter(|f| f.iter().any(|f| f.line.is_some())).count();
+            let inlined = found.iter().filter(|f| f.len() > 1).count();
+            println!(
+                "{}: {} probes, {with_lines} with lines, {inlined} with inlined frames; {} units; {:.2} s lazy, {:.2} s addr2line",
+                path.display(),
+                probes.len(),
+                b.dwarf.as_ref().unwrap().unit_count(),
+                lazy.as_secs_f64(),
+                whole.as_secs_f64()
+            );
+            assert_same(&found, &expected, &probes, &path.display().to_string());
+        }
+    }
+
+    /// A binary cut short after it was loaded (rebuilt in place while a report runs):
+    /// its DWARF can no longer be read, and its addresses are named from the symbol
+    /// table, as in a binary without DWARF; nothing panics.
+    #[test]
+    fn a_binary_cut_short_after_loading_reads_as_without_dwarf() {
+        let exe = std::env::current_exe().unwrap();
+        let dir = scratch("cut-later");
+        let copy = dir.join("copy");
+        std::fs::copy(&exe, &copy).unwrap();
+        let b = load(&module(&copy), &[], false).unwrap();
+        assert!(b.has_dwarf());
+        std::fs::OpenOptions::new().write(true).open(&copy).unwrap().set_len(4096).unwrap();
+        let probes = probes(&b);
+        for &p in &probes {
+            let found = b.lookup(p);
+            let name = b.symbol(p);
+            assert!(name.is_some());
+            assert_eq!(found, [Found { function: name, file: None, line: None, dwarf: false }], "{p:#x}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

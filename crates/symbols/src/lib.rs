@@ -22,7 +22,9 @@
 #![warn(missing_docs)]
 
 mod binary;
+mod dwarf;
 mod modules;
+mod reader;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
