@@ -221,8 +221,14 @@ impl ReplayState {
 
     /// A node's path from the root: "Level:Forest/Textures:rock.dds".
     pub fn node_path(&self, node: NodeId) -> String {
+        self.node_path_ref(node).into_owned()
+    }
+
+    /// [`ReplayState::node_path`] without a copy once the replay is finished: a report
+    /// that sorts thousands of contexts by path and keeps ten copies ten paths.
+    pub fn node_path_ref(&self, node: NodeId) -> std::borrow::Cow<'_, str> {
         if self.finished {
-            return self.paths.get_or_init(|| self.all_node_paths())[node as usize].clone();
+            return std::borrow::Cow::Borrowed(&self.paths.get_or_init(|| self.all_node_paths())[node as usize]);
         }
         let mut parts = Vec::new();
         let mut n = node;
@@ -232,11 +238,7 @@ impl ReplayState {
             n = self.nodes[n as usize].parent;
         }
         parts.reverse();
-        if parts.is_empty() {
-            "(no context)".into()
-        } else {
-            parts.join("/")
-        }
+        std::borrow::Cow::Owned(if parts.is_empty() { "(no context)".into() } else { parts.join("/") })
     }
 
     /// The deepest context nesting of the log, if it is deeper than [`crate::MAX_CONTEXT_DEPTH`]:
