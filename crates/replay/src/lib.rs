@@ -25,6 +25,7 @@ mod memory;
 mod model;
 mod queries;
 mod source;
+mod stacks;
 mod state;
 mod timeline;
 
@@ -40,6 +41,7 @@ pub use model::{
     ModuleRecord, Node, Peak, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
 pub use source::{EventSink, IndexedLog};
+pub use stacks::Stacks;
 pub use state::ReplayState;
 pub use timeline::{
     Bucket, BudgetSample, BudgetSamples, ContextSeriesKey, ProcessMemory, ProcessSample, Series, Timeline,

@@ -50,12 +50,7 @@ impl ReplayState {
                 self.live.iter().map(|l| l.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
                 self.live.iter().map(|l| n(l.map.len())).sum(),
             ),
-            (
-                "callstacks",
-                self.stacks.values().map(|f| vec_bytes(f.capacity(), 8)).sum::<u64>()
-                    + map(self.stacks.len(), 4 + size_of::<Vec<u64>>()),
-                n(self.stacks.len()),
-            ),
+            ("callstacks", self.stacks.heap_bytes(), n(self.stacks.len())),
             (
                 "strings",
                 self.strings.values().map(|t| n(t.capacity())).sum::<u64>()
@@ -70,7 +65,13 @@ impl ReplayState {
                 n(self.nodes.len()),
             ),
             ("context slots", vec_bytes(self.slots.capacity(), size_of::<Slot>()), n(self.slots.len())),
-            ("allocation sites", vec_bytes(self.sites.capacity(), size_of::<Site>()), n(self.sites.len())),
+            (
+                "allocation sites",
+                vec_bytes(self.sites.capacity(), size_of::<Site>())
+                    + vec_bytes(self.heap_sites.capacity(), 4)
+                    + map(self.site_index.len(), 12),
+                n(self.sites.len()),
+            ),
             (
                 "labels",
                 vec_bytes(self.labels.capacity(), size_of::<Marker>())

@@ -53,7 +53,7 @@ impl Efficiency {
     /// Names the callstacks of `sites` with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
+            s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
         }
         self.symbols = Some(syms.stats());
     }

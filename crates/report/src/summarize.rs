@@ -139,9 +139,9 @@ impl Summary {
     /// Names the callstacks of `sites` (and where they were freed from) with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
+            s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
             for f in s.freed_from.iter_mut().filter(|f| f.stack != 0) {
-                f.site = Some((*syms.site(&state.stacks, f.stack)).clone());
+                f.site = Some((*syms.site(f.stack, state.stacks.get(f.stack))).clone());
             }
         }
         self.symbols = Some(syms.stats());
