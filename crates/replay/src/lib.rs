@@ -26,6 +26,7 @@ mod model;
 mod queries;
 mod sorted_map;
 mod source;
+mod stacks;
 mod state;
 mod timeline;
 
@@ -43,6 +44,7 @@ pub use model::{
     ModuleRecord, Node, Peak, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
 pub use source::{EventSink, IndexedLog};
+pub use stacks::Stacks;
 pub use state::ReplayState;
 pub use timeline::{
     Bucket, BudgetSample, BudgetSamples, ContextSeriesKey, ProcessMemory, ProcessSample, Series, Timeline,

@@ -50,12 +50,7 @@ impl ReplayState {
                 self.live.iter().map(|l| l.heap_bytes()).sum::<u64>() + map(self.used.len(), 16),
                 self.live.iter().map(|l| n(l.entries())).sum(),
             ),
-            (
-                "callstacks",
-                self.stacks.values().map(|f| vec_bytes(f.capacity(), 8)).sum::<u64>()
-                    + map(self.stacks.len(), 4 + size_of::<Vec<u64>>()),
-                n(self.stacks.len()),
-            ),
+            ("callstacks", self.stacks.heap_bytes(), n(self.stacks.len())),
             (
                 "strings",
                 self.strings.values().map(|t| n(t.capacity())).sum::<u64>()
@@ -70,7 +65,13 @@ impl ReplayState {
                 n(self.nodes.len()),
             ),
             ("context slots", vec_bytes(self.slots.capacity(), size_of::<Slot>()), n(self.slots.len())),
-            ("allocation sites", vec_bytes(self.sites.capacity(), size_of::<Site>()), n(self.sites.len())),
+            (
+                "allocation sites",
+                vec_bytes(self.sites.capacity(), size_of::<Site>())
+                    + vec_bytes(self.heap_sites.capacity(), 4)
+                    + map(self.site_index.len(), 12),
+                n(self.sites.len()),
+            ),
             (
                 "labels",
                 vec_bytes(self.labels.capacity(), size_of::<Marker>())
@@ -221,8 +222,14 @@ impl ReplayState {
 
     /// A node's path from the root: "Level:Forest/Textures:rock.dds".
     pub fn node_path(&self, node: NodeId) -> String {
+        self.node_path_ref(node).into_owned()
+    }
+
+    /// [`ReplayState::node_path`] without a copy once the replay is finished: a report
+    /// that sorts thousands of contexts by path and keeps ten copies ten paths.
+    pub fn node_path_ref(&self, node: NodeId) -> std::borrow::Cow<'_, str> {
         if self.finished {
-            return self.paths.get_or_init(|| self.all_node_paths())[node as usize].clone();
+            return std::borrow::Cow::Borrowed(&self.paths.get_or_init(|| self.all_node_paths())[node as usize]);
         }
         let mut parts = Vec::new();
         let mut n = node;
@@ -232,11 +239,7 @@ impl ReplayState {
             n = self.nodes[n as usize].parent;
         }
         parts.reverse();
-        if parts.is_empty() {
-            "(no context)".into()
-        } else {
-            parts.join("/")
-        }
+        std::borrow::Cow::Owned(if parts.is_empty() { "(no context)".into() } else { parts.join("/") })
     }
 
     /// The deepest context nesting of the log, if it is deeper than [`crate::MAX_CONTEXT_DEPTH`]:

@@ -74,18 +74,23 @@ const LOOKAHEAD_EVENTS: usize = 32;
 /// thread: starting the decoding thread and waking the pool would cost more than it saves.
 const INLINE_DECODING_BYTES: u64 = 1 << 20;
 
-/// A batch of blocks decoded together holds at most this many events (or one block): with
-/// [`LOOKAHEAD`] batches in flight, what is decoded and not yet replayed stays a few
-/// megabytes in a real log, and a few blocks even when each claims the most events a
-/// block can hold.
+/// A batch of blocks decoded side by side (one per decoding thread) holds at most this
+/// many events (or one block), so that a batch of blocks that each claim the most events
+/// a block can hold stays a few blocks.
 const BATCH_EVENTS: u64 = 1 << 17;
 
 /// The sink is asked whether to stop each time another `1 << STOP_CHECK_SHIFT` records
 /// have been handed out (and between the blocks of the tails).
 const STOP_CHECK_SHIFT: u32 = 12;
 
-/// Batches of decoded blocks the decoding thread may run ahead of the merge.
-const LOOKAHEAD: usize = 2;
+/// Decoded blocks waiting for the merge, at most: how far decoding runs ahead of it. What
+/// is decoded and not yet replayed (these, the batch the decoding threads hold, the blocks
+/// the merge reads: 32 bytes a record, and the recorder's blocks hold about 10,000 events)
+/// is a fixed part of every replay's memory. It was two batches of up to 128 Ki events
+/// each, handed out whole, and made about 10 MiB of the 31 MiB that `summarize
+/// --no-symbols` took besides its live-allocation table (`analyzer_memory`); at 4 blocks
+/// the replay of `replay_throughput`'s 20 M-event log took no longer (RESULTS.md §32).
+const READY_BLOCKS: usize = 4;
 
 /// A log whose blocks have been framed and indexed per thread, ready to replay.
 pub struct IndexedLog {
@@ -155,7 +160,15 @@ impl IndexedLog {
 
     fn replay_with(&mut self, f: &mut impl EventSink, mut progress: impl FnMut(u64), threaded: bool) {
         let order = self.decoding_order();
-        let batches = batches(&order);
+        // The merge takes a core of its own: decoding gets the others (at least one), so
+        // that the two never take turns on one core.
+        let cores = cores();
+        let decoders = if threaded { decoding_pool(cores) } else { None };
+        let batches = match (threaded, decoders) {
+            (false, _) => Vec::new(),
+            (true, Some(pool)) => batches(&order, pool.current_num_threads()),
+            (true, None) => batches(&order, rayon::current_num_threads()),
+        };
         let mut cursors: Vec<Cursor> = self
             .threads
             .iter()
@@ -167,10 +180,6 @@ impl IndexedLog {
                 key_from_queue: false,
             })
             .collect();
-        // The merge takes a core of its own: decoding gets the others (at least one), so
-        // that the two never take turns on one core.
-        let cores = cores();
-        let decoders = if threaded { decoding_pool(cores) } else { None };
         let mut handed_out = 0u64;
         let mut damage: Vec<Damage> = Vec::new();
         let file = &self.file;
@@ -183,31 +192,31 @@ impl IndexedLog {
         // replay benchmark's 20 M-event log about 4 % (both threads, and the replay).
         let spare: Mutex<VecDeque<Records>> = Mutex::new(VecDeque::new());
         let merge_cpu = thread_cpu_seconds();
-        let decode_batch_of = |range: &std::ops::Range<usize>| -> Vec<(usize, Result<Records, Damage>)> {
-            let decode = |b: &BlockToDecode| {
-                let out = spare_buffer(&spare);
-                (b.thread_index, decode_block(file, b.offset, b.frame, b.key_after, out))
-            };
-            if threaded {
-                order[range.clone()].par_iter().map(decode).collect()
-            } else {
-                order[range.clone()].iter().map(decode).collect()
-            }
+        let decode = |b: &BlockToDecode| {
+            let out = spare_buffer(&spare);
+            (b.thread_index, decode_block(file, b.offset, b.frame, b.key_after, out))
         };
 
+        let ready = Ready::new(READY_BLOCKS);
         std::thread::scope(|scope| {
             // Decoding runs ahead of the merge on its own thread (and rayon's pool), a few
-            // batches at most, so decoding and replaying overlap.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, Result<Records, Damage>)>>(LOOKAHEAD);
+            // blocks at most, so decoding and replaying overlap. Each batch is decoded side
+            // by side and handed out a block at a time, in order.
+            // However the merge ends (a stop, a panic), the decoding thread stops waiting.
+            let _closed = ready.closed_on_drop();
             if threaded {
                 let batches = &batches;
-                let decode_batch_of = &decode_batch_of;
+                let (order, decode, ready) = (&order, &decode, &ready);
                 scope.spawn(move || {
+                    let _done = ready.done_on_drop();
                     let decode_all = || {
                         let start = thread_cpu_seconds();
                         for range in batches {
-                            if tx.send(decode_batch_of(range)).is_err() {
-                                return;
+                            let decoded: Vec<_> = order[range.clone()].par_iter().map(decode).collect();
+                            for block in decoded {
+                                if !ready.push(block) {
+                                    return;
+                                }
                             }
                         }
                         if let (Some(start), Some(end)) = (start, thread_cpu_seconds()) {
@@ -220,35 +229,32 @@ impl IndexedLog {
                     }
                 });
             } else {
-                drop(tx);
                 tracing::debug!("decoding: inline, on the merge's thread ({} bytes of blocks)", self.stored_bytes);
             }
 
-            // The next batch to take in.
+            // The next block (of `order`) to take in.
             let mut next = 0usize;
-            // Takes the next decoded batch (in key order) into its threads' queues.
-            let mut decode_batch = |next: &mut usize, cursors: &mut [Cursor]| {
-                let decoded = if threaded {
-                    let Ok(decoded) = rx.recv() else {
-                        *next = batches.len();
+            // Takes the next decoded block (in key order) into its thread's queue.
+            let mut take_block = |next: &mut usize, cursors: &mut [Cursor]| {
+                let (ti, result) = if threaded {
+                    let Some(decoded) = ready.pop() else {
+                        *next = order.len();
                         return;
                     };
                     decoded
                 } else {
-                    decode_batch_of(&batches[*next])
+                    decode(&order[*next])
                 };
                 *next += 1;
-                for (ti, result) in decoded {
-                    let c = &mut cursors[ti];
-                    c.undecoded -= 1;
-                    match result {
-                        Ok(records) => c.queue.push_back(records),
-                        Err(d) => damage.push(d),
-                    }
+                let c = &mut cursors[ti];
+                c.undecoded -= 1;
+                match result {
+                    Ok(records) => c.queue.push_back(records),
+                    Err(d) => damage.push(d),
                 }
             };
             // The smallest key that an undecoded block can hold.
-            let frontier = |next: usize| batches.get(next).map_or(u64::MAX, |r| order[r.start].key);
+            let frontier = |next: usize| order.get(next).map_or(u64::MAX, |b| b.key);
 
             let mut heap = KeyHeap::default();
             for (ti, c) in cursors.iter_mut().enumerate() {
@@ -263,10 +269,10 @@ impl IndexedLog {
                 // per thread, SPEC.md §7.9) and is numbered lower has that block's key in
                 // the heap, so it would be on top instead; a higher-numbered one comes
                 // after it on a tie anyway.
-                while next < batches.len()
+                while next < order.len()
                     && (key > frontier(next) || key == frontier(next) && cursors[ti].queue.is_empty())
                 {
-                    decode_batch(&mut next, &mut cursors);
+                    take_block(&mut next, &mut cursors);
                 }
                 let c = &mut cursors[ti];
                 // A key read from the thread's queue stays right until the thread hands out
@@ -363,9 +369,9 @@ impl IndexedLog {
 }
 
 /// Splits `order` into batches of at most [`BATCH_EVENTS`] events (or one block) and at
-/// most a few blocks per core.
-fn batches(order: &[BlockToDecode]) -> Vec<std::ops::Range<usize>> {
-    let max_blocks = (cores() * 4).max(8);
+/// most a block per decoding thread.
+fn batches(order: &[BlockToDecode], decoders: usize) -> Vec<std::ops::Range<usize>> {
+    let max_blocks = decoders.max(1);
     let mut out = Vec::new();
     let mut start = 0;
     let mut events = 0u64;
@@ -408,6 +414,109 @@ fn decoding_pool(cores: usize) -> Option<&'static rayon::ThreadPool> {
             .ok()
     })
     .as_ref()
+}
+
+/// A decoded block (or what was wrong with it), and the index of its thread.
+type Decoded = (usize, Result<Records, Damage>);
+
+/// The decoded blocks on their way from the decoding thread to the merge: a queue of at
+/// most `cap` blocks whose producer, once it finds the queue full, sleeps until the merge
+/// has taken half of them, so that it is woken once every `cap / 2` blocks rather than
+/// once a block (as a bounded channel kept full would).
+struct Ready {
+    state: Mutex<ReadyState>,
+    /// Where the decoding thread waits for room, and the merge for a block.
+    room: std::sync::Condvar,
+    block: std::sync::Condvar,
+    cap: usize,
+}
+
+#[derive(Default)]
+struct ReadyState {
+    blocks: VecDeque<Decoded>,
+    /// The decoding thread has handed out its last block.
+    done: bool,
+    /// The merge takes no more.
+    closed: bool,
+    decoder_waits: bool,
+    merge_waits: bool,
+}
+
+impl Ready {
+    fn new(cap: usize) -> Ready {
+        let state = Mutex::new(ReadyState::default());
+        Ready { state, room: std::sync::Condvar::new(), block: std::sync::Condvar::new(), cap: cap.max(1) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReadyState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a block, waiting for room; `false` once the merge takes no more.
+    fn push(&self, block: Decoded) -> bool {
+        let mut s = self.lock();
+        while s.blocks.len() >= self.cap && !s.closed {
+            s.decoder_waits = true;
+            s = self.room.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        if s.closed {
+            return false;
+        }
+        s.blocks.push_back(block);
+        if s.merge_waits {
+            s.merge_waits = false;
+            self.block.notify_one();
+        }
+        true
+    }
+
+    /// The next block, waiting for it; `None` once the decoding thread has handed out
+    /// its last one.
+    fn pop(&self) -> Option<Decoded> {
+        let mut s = self.lock();
+        loop {
+            if let Some(block) = s.blocks.pop_front() {
+                if s.decoder_waits && s.blocks.len() <= self.cap / 2 {
+                    s.decoder_waits = false;
+                    self.room.notify_one();
+                }
+                return Some(block);
+            }
+            if s.done {
+                return None;
+            }
+            s.merge_waits = true;
+            s = self.block.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Marks the decoding thread done when dropped (also when it unwinds).
+    fn done_on_drop(&self) -> impl Drop + '_ {
+        OnDrop(move || {
+            let mut s = self.lock();
+            s.done = true;
+            self.block.notify_one();
+        })
+    }
+
+    /// Marks the merge closed when dropped (also when it stops early or unwinds).
+    fn closed_on_drop(&self) -> impl Drop + '_ {
+        OnDrop(move || {
+            let mut s = self.lock();
+            s.closed = true;
+            s.blocks.clear();
+            self.room.notify_one();
+        })
+    }
+}
+
+/// Runs its closure when dropped.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
 }
 
 /// A block to decode, and where it goes.
@@ -627,6 +736,10 @@ impl Cursor {
 
     /// Hands out records while their key stays below `limit` (the caller decoded every
     /// block that could come before it). Returns how many.
+    // Its own function, the replay loop: inlined into `replay_with` (as it was once the
+    // merge took decoded blocks one at a time), the merge thread ran 4.4 % more
+    // instructions on `replay_throughput`'s 2 M-event log (callgrind).
+    #[inline(never)]
     fn emit_run(&mut self, limit: u64, f: &mut impl EventSink, spare: &Mutex<VecDeque<Records>>) -> u64 {
         let thread = self.thread;
         let mut n = 0;
@@ -759,5 +872,72 @@ mod tests {
             }
         }
         std::fs::remove_file(&path).ok();
+    }
+
+    /// A sink that stops after `n` records.
+    struct StopAfter(u64, u64);
+
+    impl EventSink for StopAfter {
+        fn record(&mut self, _thread: u32, _r: &Record, _block: &Records) {
+            self.0 += 1;
+        }
+
+        fn stopped(&mut self) -> bool {
+            self.0 >= self.1
+        }
+    }
+
+    /// A replay that stops early returns (the decoding thread, waiting for room, is let
+    /// go) where it stood: 500 blocks of 100 allocations, stopped at the first check.
+    #[test]
+    fn a_threaded_replay_that_stops_returns() {
+        let path = std::env::temp_dir().join(format!("replay-source-stop-{}.mrl", std::process::id()));
+        let mut w = LogWriter::new(File::create(&path).unwrap(), &memreplay_fixtures::header()).unwrap();
+        for block in 0..500u64 {
+            let mut enc = EventEncoder::new();
+            for i in 0..100 {
+                let seq = block * 100 + i + 1;
+                enc.push(&Event::Alloc { seq, domain: 0, addr: seq * 16, size: 16, align_log2: 3, stack: 0 });
+            }
+            w.write_block(1, &mut enc).unwrap();
+        }
+        w.finish(0, 10).unwrap();
+        let mut sink = StopAfter(0, 1);
+        IndexedLog::open(&path).unwrap().replay_with(&mut sink, |_| {}, true);
+        assert!(sink.0 > 1 << STOP_CHECK_SHIFT && sink.0 < 2 << STOP_CHECK_SHIFT, "{} records", sink.0);
+        std::fs::remove_file(&path).ok();
+    }
+
+    /// The queue between the decoding thread and the merge hands out every block in
+    /// order, never holds more than its capacity, and lets a waiting producer go when
+    /// the consumer closes it.
+    #[test]
+    fn ready_blocks_come_in_order_and_close() {
+        let block = |i: usize| (i, Ok(Records::default()));
+        let ready = Ready::new(4);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _done = ready.done_on_drop();
+                for i in 0..1_000 {
+                    assert!(ready.push(block(i)));
+                    assert!(ready.lock().blocks.len() <= 4);
+                }
+            });
+            for i in 0..1_000 {
+                assert_eq!(ready.pop().map(|b| b.0), Some(i));
+            }
+            assert!(ready.pop().is_none(), "done");
+        });
+        let ready = Ready::new(4);
+        std::thread::scope(|scope| {
+            let producer = scope.spawn(|| {
+                let _done = ready.done_on_drop();
+                (0..1_000).take_while(|&i| ready.push(block(i))).count()
+            });
+            assert_eq!(ready.pop().map(|b| b.0), Some(0));
+            drop(ready.closed_on_drop());
+            let pushed = producer.join().unwrap();
+            assert!((1..=6).contains(&pushed), "{pushed} pushed");
+        });
     }
 }

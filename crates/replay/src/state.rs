@@ -28,6 +28,7 @@ use super::model::{
     Anomalies, AtPeak, CallsBeforeStart, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker,
     ModuleRecord, Node, Peak, PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
 };
+use super::stacks::Stacks;
 use super::timeline::{BudgetSample, BudgetSamples, ProcessMemory, ProcessSample, Timeline};
 
 /// Everything the replay rebuilt. Reports read this, never the log.
@@ -47,7 +48,7 @@ pub struct ReplayState {
     /// The log's strings, by id.
     pub strings: FxMap<u32, String>,
     /// The log's callstacks (return addresses, innermost first), by id.
-    pub stacks: FxMap<u32, Vec<u64>>,
+    pub stacks: Stacks,
     /// Context types: the string id of each type's name, by type id.
     pub context_types: FxMap<u32, u32>,
     /// Allocation sites, one per (stack, domain) that allocated.
@@ -81,6 +82,7 @@ pub struct ReplayState {
     pub(crate) options: ReplayOptions,
     pub(crate) children: FxMap<(NodeId, u32, u32), NodeId>,
     pub(crate) slot_index: FxMap<(NodeId, u32, u32), u32>,
+    /// Site index of (stack, domain), for the sites `heap_sites` does not hold.
     pub(crate) site_index: FxMap<(u32, u32), u32>,
     /// Site index of (stack, heap) for stack ids below [`DIRECT_IDS`] (`u32::MAX`: none yet).
     pub(crate) heap_sites: Vec<u32>,
@@ -311,7 +313,7 @@ impl ReplayState {
                 self.strings.insert(id, text.clone());
             }
             Event::DefineStack { id, ref frames } => {
-                self.stacks.insert(id, frames.clone());
+                self.stacks.insert(id, frames);
             }
             Event::DefineContextType { id, name } => {
                 self.context_types.insert(id, name);
@@ -772,7 +774,9 @@ impl ReplayState {
         // The top bit of a live allocation's site index is a flag (2^31 sites would be
         // hundreds of gigabytes of them).
         assert!(next < Packed::USAGE_REPORTED, "too many allocation sites");
-        let id = *self.site_index.entry((stack, domain)).or_insert(next);
+        // A heap site in the direct table is new here (every one is put there when made):
+        // only the others go into the map as well.
+        let id = if direct { next } else { *self.site_index.entry((stack, domain)).or_insert(next) };
         if id == next {
             self.sites.push(Site { stack, domain, dom, ..Default::default() });
         }

@@ -66,7 +66,7 @@ pub fn group_sites(
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for (stack, figures) in rows {
-        let site = syms.site(&state.stacks, stack);
+        let site = syms.site(stack, state.stacks.get(stack));
         let key = if by_stack { site.stack_key() } else { site.function_key() };
         let w = weight(&figures);
         let i = *index.entry(key.clone()).or_insert_with(|| {

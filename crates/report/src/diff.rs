@@ -742,7 +742,7 @@ fn site_figures(o: &Observed, args: &DiffOptions, syms: &mut Symbolizer) -> Resu
     let mut out: Rows = HashMap::new();
     let mut stacks: HashMap<u32, bool> = HashMap::new();
     for (i, site) in state.sites.iter().enumerate() {
-        let name = syms.site(&state.stacks, site.stack);
+        let name = syms.site(site.stack, state.stacks.get(site.stack));
         let (key, unresolved) = site_key(&name, args.stacks);
         if site.stack != 0 {
             stacks.insert(site.stack, unresolved);

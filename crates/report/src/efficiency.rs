@@ -53,7 +53,7 @@ impl Efficiency {
     /// Names the callstacks of `sites` with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
+            s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
         }
         self.symbols = Some(syms.stats());
     }
@@ -126,6 +126,12 @@ pub struct Container {
 
 /// The `efficiency` report of a replayed log (sites unnamed: see `Efficiency::symbolize`).
 pub fn build(l: &Loaded) -> Efficiency {
+    build_with(l, None)
+}
+
+/// [`build`], given the heap's figures under the selection if the caller has them (what
+/// `figures::compute` gives for the heap: `summarize` computes them for every domain).
+pub(crate) fn build_with(l: &Loaded, heap: Option<&figures::DomainFigures>) -> Efficiency {
     let state = l.state();
     let sel = &l.sel;
     let limit = sel.limit_or(DEFAULT_LIMIT);
@@ -135,8 +141,15 @@ pub fn build(l: &Loaded) -> Efficiency {
     let mut peak = Usage::default();
     let mut contexts = Vec::new();
     if heap_selected {
-        let heap_sel = sel.with_domains(vec![HEAP_DOMAIN]);
-        let figs = figures::compute(state, &heap_sel).remove(0);
+        let computed;
+        let figs = match heap {
+            Some(figs) => figs,
+            None => {
+                computed = figures::compute(state, &sel.with_domains(vec![HEAP_DOMAIN])).remove(0);
+                &computed
+            }
+        };
+        debug_assert_eq!(figs.domain, HEAP_DOMAIN);
         let total = figs.total();
         overall = Usage::of(&total.live);
         peak = Usage::of(&total.peak);

@@ -144,7 +144,7 @@ pub fn folded(l: &Loaded, args: &FlameOptions) -> Result<Folded, Error> {
         if v == 0 {
             continue;
         }
-        let site = syms.site(&state.stacks, r.stack);
+        let site = syms.site(r.stack, state.stacks.get(r.stack));
         let mut frames: Vec<String> = Vec::new();
         if root_domain {
             frames.push(token(&format!("[{}]", state.domain_name(r.domain))));

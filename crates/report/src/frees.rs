@@ -132,7 +132,7 @@ pub fn build(l: &Loaded, args: &FreesOptions) -> Result<Frees, Error> {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    let site = syms.site(&state.stacks, state.sites[i].stack);
+                    let site = syms.site(state.sites[i].stack, state.stacks.get(state.sites[i].stack));
                     site.function == want || site.function_key() == want
                 })
                 .collect();
@@ -140,7 +140,11 @@ pub fn build(l: &Loaded, args: &FreesOptions) -> Result<Frees, Error> {
                 candidates
                     .iter()
                     .copied()
-                    .filter(|&i| syms.site(&state.stacks, state.sites[i].stack).function_key().contains(want))
+                    .filter(|&i| {
+                        syms.site(state.sites[i].stack, state.stacks.get(state.sites[i].stack))
+                            .function_key()
+                            .contains(want)
+                    })
                     .collect()
             } else {
                 exact

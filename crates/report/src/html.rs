@@ -247,7 +247,7 @@ pub fn build(
     let state = l.state();
     let mut summary = summarize::build(l);
     for s in &mut summary.sites {
-        s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
+        s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
     }
     let mut leaks = leaks::build_symbolized(l, syms);
     let top_args = TopOptions { by: Metric::Peak, ..TopOptions::new(&l.path) };

@@ -238,7 +238,7 @@ fn build_with(l: &Loaded, mut syms: Option<&mut Symbolizer>) -> Leaks {
                     list.truncate(limit);
                     for s in &mut list {
                         s.frames = frames(state, s.stack);
-                        s.site = syms.as_deref_mut().map(|y| (*y.site(&state.stacks, s.stack)).clone());
+                        s.site = syms.as_deref_mut().map(|y| (*y.site(s.stack, state.stacks.get(s.stack))).clone());
                     }
                     c.hidden_sites = all - list.len() as u64;
                     c.sites = list;
@@ -303,7 +303,7 @@ fn stack_rows(
             LeakStack {
                 stack,
                 frames: frames(state, stack),
-                site: syms.as_deref_mut().map(|y| (*y.site(&state.stacks, stack)).clone()),
+                site: syms.as_deref_mut().map(|y| (*y.site(stack, state.stacks.get(stack))).clone()),
                 bytes,
                 count,
                 first_seq,
@@ -342,7 +342,7 @@ pub fn site_text(stack: u32, frames: &[String], site: Option<&SiteName>) -> Stri
 
 /// A callstack's frames as hex return addresses (symbolication comes later).
 pub fn frames(state: &ReplayState, stack: u32) -> Vec<String> {
-    state.stacks.get(&stack).map_or_else(Vec::new, |f| f.iter().map(|a| format!("{a:#x}")).collect())
+    state.stacks.get(stack).map_or_else(Vec::new, |f| f.iter().map(|a| format!("{a:#x}")).collect())
 }
 
 /// A callstack on one line: `0x1234 ← 0x5678 ← … (+10 frames)`.

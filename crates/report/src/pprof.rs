@@ -187,7 +187,7 @@ pub fn profile(
     for r in rows.iter().filter(|r| domains.contains(&r.domain)) {
         let f = r.figures;
         let (total, live, peak) = (f.total.unwrap_or_default(), f.live.unwrap_or_default(), f.peak.unwrap_or_default());
-        let site = syms.site(&state.stacks, r.stack);
+        let site = syms.site(r.stack, state.stacks.get(r.stack));
         let locations = b.locations(&syms, &site.frames);
         let label = proto::Label { key: domain_key, str: b.s(&state.domain_name(r.domain)), num: 0, num_unit: 0 };
         let v = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);

@@ -194,7 +194,7 @@ pub fn build(args: &DiffOptions, from: &str, to: &str, progress: Progress) -> Re
             by_site.iter().filter(|((domain, _), _)| *domain == d).map(|(&(_, st), &(b, c))| (st, b, c)).collect();
         of_domain.sort_unstable();
         for (stack, bytes, count) in of_domain {
-            let name = syms.site(&state.stacks, stack);
+            let name = syms.site(stack, state.stacks.get(stack));
             let (key, unresolved) = site_key(&name, args.stacks);
             if stack != 0 {
                 stacks.insert(stack, unresolved);

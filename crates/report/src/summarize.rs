@@ -3,6 +3,7 @@
 //! instance averages, container efficiency, leaks, temporaries, and the allocation sites
 //! that allocate most with where their blocks were freed from (free callstacks).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -138,9 +139,9 @@ impl Summary {
     /// Names the callstacks of `sites` (and where they were freed from) with `syms`.
     pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(&state.stacks, s.stack)).clone());
+            s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
             for f in s.freed_from.iter_mut().filter(|f| f.stack != 0) {
-                f.site = Some((*syms.site(&state.stacks, f.stack)).clone());
+                f.site = Some((*syms.site(f.stack, state.stacks.get(f.stack))).clone());
             }
         }
         self.symbols = Some(syms.stats());
@@ -489,7 +490,8 @@ pub fn build(l: &Loaded) -> Summary {
             })
             .collect();
 
-        let eff = efficiency::build(l);
+        // The heap's figures, computed above (the same selection).
+        let eff = efficiency::build_with(l, figs.iter().find(|d| d.domain == memreplay_format::HEAP_DOMAIN));
         let mut least = eff.contexts.clone();
         let key = |c: &ContextEfficiency| {
             let e = c.live.efficiency.or(c.peak.efficiency).unwrap_or(1.0);
@@ -504,43 +506,59 @@ pub fn build(l: &Loaded) -> Summary {
             least_efficient_contexts: least,
         };
 
+        // Rows are sorted with their paths borrowed, and only those kept are copied.
         let mut by_context = leaks::by_context(l);
-        let mut leaks: Vec<LeakGroup> = Vec::new();
+        let mut leak_rows: Vec<(u32, Cow<'_, str>, u64, u64)> = Vec::new();
         for &d in &sel.domains {
             let Some(groups) = by_context.remove(&d) else { continue };
             let mut groups: Vec<(u32, (u64, u64))> = groups.into_iter().collect();
             groups.sort_unstable_by_key(|&(node, _)| node);
             let shown =
                 |&(node, (bytes, _)): &(u32, (u64, u64))| bytes >= sel.min_bytes && sel.depth_shown(state, node);
-            leaks.extend(groups.into_iter().filter(shown).map(|(node, (bytes, count))| LeakGroup {
+            leak_rows.extend(
+                groups
+                    .into_iter()
+                    .filter(shown)
+                    .map(|(node, (bytes, count))| (d, state.node_path_ref(node), bytes, count)),
+            );
+        }
+        sort_rows(&mut leak_rows, sel.sort, |g| context_keys(g.2, g.3, &g.1));
+        leak_rows.truncate(limit);
+        let leaks: Vec<LeakGroup> = leak_rows
+            .into_iter()
+            .map(|(d, context, bytes, count)| LeakGroup {
                 domain: state.domain_name(d),
-                context: state.node_path(node),
+                context: context.into_owned(),
                 bytes,
                 count,
-            }));
-        }
-        sort_rows(&mut leaks, sel.sort, |g| context_keys(g.bytes, g.count, &g.context));
-        leaks.truncate(limit);
+            })
+            .collect();
 
-        let mut temporaries: Vec<TemporaryGroup> = Vec::new();
+        // (domain, context, bytes, count, share)
+        let mut temporary_rows: Vec<(u32, Cow<'_, str>, u64, u64, f64)> = Vec::new();
         for d in &figs {
             for (node, a, _) in d.rows() {
                 if a.temp_count > 0 && sel.depth_shown(state, node) {
-                    temporaries.push(TemporaryGroup {
-                        domain: state.domain_name(d.domain),
-                        context: state.node_path(node),
-                        bytes: a.temp_bytes,
-                        count: a.temp_count,
-                        share: a.temp_count as f64 / a.total_count.max(1) as f64,
-                    });
+                    let share = a.temp_count as f64 / a.total_count.max(1) as f64;
+                    temporary_rows.push((d.domain, state.node_path_ref(node), a.temp_bytes, a.temp_count, share));
                 }
             }
         }
         // Temporaries are a matter of how many: by count unless sorted otherwise.
         let sort = if sel.sort == SortKey::Bytes { SortKey::Count } else { sel.sort };
-        sort_rows(&mut temporaries, sort, |g| context_keys(g.bytes, g.count, &g.context));
-        temporaries.retain(|t| t.bytes >= sel.min_bytes);
-        temporaries.truncate(limit);
+        sort_rows(&mut temporary_rows, sort, |g| context_keys(g.2, g.3, &g.1));
+        temporary_rows.retain(|t| t.2 >= sel.min_bytes);
+        temporary_rows.truncate(limit);
+        let temporaries: Vec<TemporaryGroup> = temporary_rows
+            .into_iter()
+            .map(|(d, context, bytes, count, share)| TemporaryGroup {
+                domain: state.domain_name(d),
+                context: context.into_owned(),
+                bytes,
+                count,
+                share,
+            })
+            .collect();
 
         let sites = if sel.thread.is_some() { Vec::new() } else { top_sites(l, limit) };
         (instances, efficiency, leaks, temporaries, sites)
@@ -680,19 +698,27 @@ fn lists(l: &Loaded, d: &DomainFigures, limit: usize, figure: impl Fn(&figures::
     let state = l.state();
     let sel = &l.sel;
     let list = |inclusive: bool| {
-        let mut rows: Vec<ContextAmount> = d
+        // Sorted with their paths borrowed; only the rows kept copy theirs.
+        let mut rows: Vec<(Cow<'_, str>, u64, u64)> = d
             .rows()
             .map(|(node, exc, inc)| (node, if inclusive { inc } else { exc }))
             .filter(|&(node, a)| (!inclusive || node != ROOT) && sel.depth_shown(state, node) && figure(a).0 > 0)
             .filter(|&(_, a)| figure(a).0 >= sel.min_bytes)
             .map(|(node, a)| {
                 let (bytes, count) = figure(a);
-                ContextAmount { context: state.node_path(node), bytes, count }
+                (state.node_path_ref(node), bytes, count)
             })
             .collect();
-        sort_rows(&mut rows, sel.sort, |r| context_keys(r.bytes, r.count, &r.context));
+        sort_rows(&mut rows, sel.sort, |r| context_keys(r.1, r.2, &r.0));
         rows.truncate(limit);
-        rows
+        // A new vector: collected in place, the kept rows would hold the whole list's room.
+        let mut kept = Vec::with_capacity(rows.len());
+        kept.extend(rows.into_iter().map(|(context, bytes, count)| ContextAmount {
+            context: context.into_owned(),
+            bytes,
+            count,
+        }));
+        kept
     };
     ContextLists { inclusive: list(true), exclusive: list(false) }
 }

@@ -33,8 +33,6 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 
-use std::hash::BuildHasher;
-
 pub use binary::{load, Binary, LoadError, SYSTEM_DEBUG_DIR};
 pub use modules::{Module, ModuleMap};
 
@@ -486,13 +484,14 @@ impl Symbolizer {
         }
     }
 
-    /// Callstack `stack` of `stacks` (the log's callstacks by id), symbolicated and
-    /// trimmed (cached per stack id).
-    pub fn site<S: BuildHasher>(&mut self, stacks: &HashMap<u32, Vec<u64>, S>, stack: u32) -> Arc<SiteName> {
+    /// Callstack `stack`, whose return addresses are `addrs` (innermost first; `None`
+    /// where the log does not define it), symbolicated and trimmed (cached per stack id:
+    /// `addrs` is read the first time only).
+    pub fn site(&mut self, stack: u32, addrs: Option<&[u64]>) -> Arc<SiteName> {
         if let Some(s) = self.sites.get(&stack) {
             return s.clone();
         }
-        let site = match stacks.get(&stack) {
+        let site = match addrs {
             Some(addrs) => self.site_of(stack, addrs),
             // A damaged log can use a callstack whose definition was lost.
             None if stack != 0 => {
@@ -855,8 +854,7 @@ mod tests {
         let site = s.site_of(7, &[0x10_1234, 0x42]);
         assert_eq!(site.function, "game+0x1234");
         assert_eq!(site.stack_key(), "game+0x1234;0x42");
-        let stacks: HashMap<u32, Vec<u64>> = HashMap::new();
-        assert_eq!(s.site(&stacks, 9).function, "(callstack 9 not in the log)");
-        assert_eq!(s.site(&stacks, 0).function, "(no callstack)");
+        assert_eq!(s.site(9, None).function, "(callstack 9 not in the log)");
+        assert_eq!(s.site(0, None).function, "(no callstack)");
     }
 }

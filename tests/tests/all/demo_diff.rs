@@ -617,7 +617,7 @@ fn the_ci_baseline_is_named_by_the_debug_file_kept_beside_it() {
     let mut syms = Symbolizer::new(ModuleMap::new(modules), opts);
     let mut named = 0;
     for site in &state.sites {
-        let name = syms.site(&state.stacks, site.stack);
+        let name = syms.site(site.stack, state.stacks.get(site.stack));
         let Some(f) = name.frames.get(name.site_frame as usize) else { continue };
         // The recording machine's system libraries may be other builds than this one's:
         // only the demo's own frames are the debug file's to name.

@@ -98,7 +98,7 @@ fn demo_allocation_sites_are_symbolicated() {
     let mut trimmed_some = false;
     let mut inlined_some = false;
     for s in state.sites.iter().filter(|s| s.stack != 0) {
-        let site = syms.site(&state.stacks, s.stack);
+        let site = syms.site(s.stack, state.stacks.get(s.stack));
         assert!(!site.frames.is_empty());
         let top = site.frames[0].function.as_deref().unwrap_or("");
         assert!(!memreplay_symbols::is_recorder_frame(top), "stack {} starts in the recorder: {top}", s.stack);
@@ -508,7 +508,7 @@ fn stripped_and_missing_binaries_degrade() {
 
     // Missing: module+0xoffset, counted as "binary not found"; nothing trimmed.
     let mut s = syms(&[]);
-    let site = s.site(&state.stacks, leak_stack);
+    let site = s.site(leak_stack, state.stacks.get(leak_stack));
     let first = &site.frames[0];
     assert_eq!((first.resolution, first.reason), (Resolution::None, Some(Reason::BinaryNotFound)));
     assert_eq!(first.name(), format!("demo-copy+{:#x}", first.address - module.load_bias));
@@ -532,18 +532,18 @@ fn stripped_and_missing_binaries_degrade() {
 
     // Found by `--symbols DIR` (by file name and build id): fully resolved again.
     let mut s = syms(&[&same]);
-    let site = s.site(&state.stacks, leak_stack);
+    let site = s.site(leak_stack, state.stacks.get(leak_stack));
     assert_eq!((site.function.as_str(), site.line), (leak_function.as_str(), Some(leak_line)));
     assert!(unresolved_for_exe(&s).is_empty(), "{:#?}", s.stats());
 
     // Another build under that name: refused ("build id mismatch").
     let mut s = syms(&[&other]);
-    assert_eq!(s.site(&state.stacks, leak_stack).frames[0].reason, Some(Reason::BuildIdMismatch));
+    assert_eq!(s.site(leak_stack, state.stacks.get(leak_stack)).frames[0].reason, Some(Reason::BuildIdMismatch));
     assert_eq!(reasons_for_exe(&s), [Reason::BuildIdMismatch]);
 
     // Debug info stripped (symbol table kept): functions without files and lines.
     let mut s = syms(&[&nodebug]);
-    let site = s.site(&state.stacks, leak_stack);
+    let site = s.site(leak_stack, state.stacks.get(leak_stack));
     assert_eq!(site.function, leak_function);
     assert_eq!((site.file.as_deref(), site.line), (None, None));
     assert!(site.trimmed > 0, "recorder frames trimmed by name");
@@ -552,7 +552,7 @@ fn stripped_and_missing_binaries_degrade() {
 
     // Fully stripped: module+0xoffset, "no symbols".
     let mut s = syms(&[&stripped]);
-    let site = s.site(&state.stacks, leak_stack);
+    let site = s.site(leak_stack, state.stacks.get(leak_stack));
     assert!(site
         .frames
         .iter()
@@ -576,13 +576,13 @@ fn stripped_and_missing_binaries_degrade() {
     std::fs::create_dir_all(by_id.parent().unwrap()).unwrap();
     std::fs::rename(debug.join("demo-copy.debug"), &by_id).unwrap();
     let mut s = syms(&[&stripped, &debug]);
-    let site = s.site(&state.stacks, leak_stack);
+    let site = s.site(leak_stack, state.stacks.get(leak_stack));
     assert_eq!((site.function.as_str(), site.line), (leak_function.as_str(), Some(leak_line)));
     assert!(site.file.as_deref().is_some_and(|f| f.ends_with("demo/src/game.rs")));
     assert!(unresolved_for_exe(&s).is_empty(), "{:#?}", s.stats());
     // Without the binary at all, the debug file alone serves.
     let mut s = syms(&[&debug]);
-    assert_eq!(s.site(&state.stacks, leak_stack).line, Some(leak_line));
+    assert_eq!(s.site(leak_stack, state.stacks.get(leak_stack)).line, Some(leak_line));
 
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);
