@@ -4,7 +4,7 @@ use super::ids::FxMap;
 
 /// The log's callstacks (return addresses, innermost first), by id.
 ///
-/// The frames of the stacks lie side by side in arrays of [`CHUNK`] frames (a stack longer
+/// The frames of the stacks lie side by side in arrays of 64 Ki frames (a stack longer
 /// than a quarter of that has an array of its own), and a table indexed by id (the
 /// recorder numbers stacks from 1) says where each stack's are, in one word. A vector per
 /// stack in a hash map took about 48 bytes more per stack (the map's entry, the
