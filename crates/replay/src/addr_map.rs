@@ -392,13 +392,7 @@ mod tests {
     /// Random inserts, updates, lookups and sweeps against `HashMap`.
     #[test]
     fn behaves_like_a_hash_map() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut map: AddrMap<u64> = AddrMap::default();
         let mut reference: HashMap<u64, u64> = HashMap::new();
         for step in 0..200_000u64 {

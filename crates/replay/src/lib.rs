@@ -104,3 +104,17 @@ pub fn replay(path: &Path, options: ReplayOptions, mut progress: impl FnMut(u64,
     );
     Ok(Replay { header: log.header, report: log.report, state, events_in_log: total })
 }
+
+/// What the unit tests of several modules share.
+#[cfg(test)]
+mod testing {
+    /// A xorshift generator: random operations that are the same on every run.
+    pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+}

@@ -538,16 +538,6 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// A xorshift generator: the tests' random operations, the same on every run.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
-
     /// Random allocations, frees and usage marks against a `HashMap` of unpacked values:
     /// every value comes back as it went in, whatever its size and number — small ones
     /// packed in an epoch, big sizes and numbers every epoch is too busy for kept in full,
@@ -555,7 +545,7 @@ mod tests {
     /// the epochs and wide entries are let go with the allocations.
     #[test]
     fn packed_allocations_unpack_to_what_went_in() {
-        let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15u64);
+        let mut rnd = crate::testing::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut m = LiveAllocations::default();
         let mut reference: HashMap<u64, Live> = HashMap::new();
         let mut seq = 0u64;
@@ -619,7 +609,7 @@ mod tests {
     /// (fewer frees than [`FREED_REMEMBERED`], so every freed address is remembered).
     #[test]
     fn the_sorted_tier_answers_as_the_hash_table_would() {
-        let mut rnd = xorshift(0x2545_f491_4f6c_dd1du64);
+        let mut rnd = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut m = LiveAllocations::default();
         let mut reference: HashMap<u64, Live> = HashMap::new();
         let mut freed: std::collections::HashSet<u64> = Default::default();

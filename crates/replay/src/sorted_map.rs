@@ -258,13 +258,7 @@ mod tests {
     /// there, with its value, across runs and filter rebuilds.
     #[test]
     fn behaves_like_a_sorted_map() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut map: SortedMap<u64> = SortedMap::default();
         let mut reference: BTreeMap<u64, u64> = BTreeMap::new();
         for round in 0..60u64 {

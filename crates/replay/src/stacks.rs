@@ -133,13 +133,7 @@ mod tests {
     fn stacks_read_back_as_defined() {
         let mut stacks = Stacks::default();
         let mut model: HashMap<u32, Vec<u64>> = HashMap::new();
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut frames_in = 0u64;
         for i in 0..20_000u32 {
             let id = match next() % 10 {

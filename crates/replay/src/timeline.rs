@@ -433,13 +433,7 @@ mod tests {
 
     #[test]
     fn buckets_match_a_reference_at_every_width() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         for round in 0..20 {
             let mut tl = Timeline::default();
             tl.add_domain(0);
