@@ -196,7 +196,8 @@ pub(crate) struct LiveAllocations {
 const SETTLE_LEAST: usize = 1 << 14;
 /// Long-lived allocations move to the sorted tier only if they are at least its size
 /// over this: a move rewrites the tier, so each allocation moved costs at most this many
-/// entries copied (and the hash table holds at least this share of the live ones).
+/// entries copied (and so the table keeps slots for about three eighths of the tier's
+/// entries: what may move is about a sixth of its slots).
 const SETTLE_SHARE: usize = 16;
 
 /// What a packed entry leaves out: its epoch's base, or the whole size and number of a
@@ -236,10 +237,7 @@ impl FullValues {
                 debug_assert!(full.is_some(), "a wide allocation is kept in full");
                 full.unwrap_or_default()
             }
-            e => (
-                p.size_seq & ((1 << SIZE_BITS) - 1),
-                self.epochs.base[e as usize].wrapping_add((p.size_seq >> SIZE_BITS) & ((1 << OFFSET_BITS) - 1)),
-            ),
+            e => (p.size_seq & ((1 << SIZE_BITS) - 1), self.packed_seq(e, p)),
         };
         Live {
             size,
@@ -255,8 +253,14 @@ impl FullValues {
     fn seq(&self, addr: u64, p: &Packed) -> u64 {
         match p.epoch() {
             WIDE => self.wide.get(&addr).map_or(0, |&(_, seq)| seq),
-            e => self.epochs.base[e as usize].wrapping_add((p.size_seq >> SIZE_BITS) & ((1 << OFFSET_BITS) - 1)),
+            e => self.packed_seq(e, p),
         }
+    }
+
+    /// The sequence number of `p`, packed in epoch `e` (not [`WIDE`]).
+    #[inline(always)]
+    fn packed_seq(&self, e: u8, p: &Packed) -> u64 {
+        self.epochs.base[e as usize].wrapping_add((p.size_seq >> SIZE_BITS) & ((1 << OFFSET_BITS) - 1))
     }
 
     /// Unpacks `p` (at `addr`), which stops being live: its epoch or wide entry lets go.

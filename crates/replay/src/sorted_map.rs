@@ -14,10 +14,10 @@
 //! there first: a program that tears its data down frees it much in the order it was
 //! made, which for most allocators is close to address order.
 //!
-//! Entries are only added in sorted batches ([`SortedMap::absorb`]): the batch is merged in
-//! place from the back, in one pass over the array, after the entries the caller no
-//! longer wants are dropped ([`SortedMap::retain`], a pass of its own). The caller sizes its batches so that this pass is cheap per
-//! entry added.
+//! Entries are only added in sorted batches ([`SortedMap::absorb`]): the batch is merged
+//! in place from the back, in one pass over the array, after the entries the caller no
+//! longer wants are dropped ([`SortedMap::retain`], a pass of its own). The caller sizes
+//! its batches so that these passes are cheap per entry added.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
