@@ -513,8 +513,10 @@ mod tests {
         for &p in &probes[..10] {
             b.lookup(p);
         }
+        // (Units are a few hundred in an incremental build, 16 codegen units per crate in
+        // a clean one: CI has about 60.)
         let units = dwarf.unit_count();
-        assert!(units > 100 && dwarf.parsed_count() < units / 4, "{} of {units} units parsed", dwarf.parsed_count());
+        assert!(units > 20 && dwarf.parsed_count() < units / 4, "{} of {units} units parsed", dwarf.parsed_count());
         let found: Vec<Vec<Found>> = probes.iter().map(|&p| b.lookup(p)).collect();
         assert!(found.iter().filter(|f| f.iter().any(|f| f.dwarf && f.line.is_some())).count() > probes.len() / 2);
         assert!(found.iter().any(|f| f.len() > 1), "no inlined frames among the probes");
