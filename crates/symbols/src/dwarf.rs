@@ -556,19 +556,7 @@ impl Function {
         let abbrev = entries.read_abbreviation()?.ok_or(Error::NoEntryAtGivenOffset)?;
         let mut name = None;
         for spec in abbrev.attributes() {
-            let attr = entries.read_attribute(*spec)?;
-            match attr.name() {
-                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
-                    if let Ok(val) = unit.attr_string(attr.value()) {
-                        name = Some(val);
-                    }
-                }
-                gimli::DW_AT_name if name.is_none() => name = unit.attr_string(attr.value()).ok(),
-                gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if name.is_none() => {
-                    name = name_attr(attr.value(), unit, ctx, 16)?;
-                }
-                _ => {}
-            }
+            read_name(&entries.read_attribute(*spec)?, unit, ctx, &mut name)?;
         }
         let mut state = InlinedState { entries, functions: Vec::new(), addresses: Vec::new(), unit, ctx };
         Function::parse_children(&mut state, depth, 0)?;
@@ -663,16 +651,8 @@ impl InlinedFunction {
         for spec in abbrev.attributes() {
             let attr = state.entries.read_attribute(*spec)?;
             ranges.read(unit, &attr)?;
+            read_name(&attr, unit, state.ctx, &mut name)?;
             match attr.name() {
-                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
-                    if let Ok(val) = unit.attr_string(attr.value()) {
-                        name = Some(val);
-                    }
-                }
-                gimli::DW_AT_name if name.is_none() => name = unit.attr_string(attr.value()).ok(),
-                gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if name.is_none() => {
-                    name = name_attr(attr.value(), unit, state.ctx, 16)?;
-                }
                 gimli::DW_AT_call_file => {
                     // DWARF 5 numbers files from 0; before, 0 meant none.
                     if let gimli::AttributeValue::FileIndex(fi) = attr.value() {
@@ -692,6 +672,29 @@ impl InlinedFunction {
         })?;
         Function::parse_children(state, depth, inlined_depth + 1)
     }
+}
+
+/// What a function's or an inlined call's attribute says of its name: a linkage name wins,
+/// then `DW_AT_name`, then the name its abstract origin or specification leads to.
+fn read_name(
+    attr: &gimli::Attribute<Reader>,
+    unit: gimli::UnitRef<'_, Reader>,
+    ctx: &LazyDwarf,
+    name: &mut Option<Reader>,
+) -> Result<(), Error> {
+    match attr.name() {
+        gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
+            if let Ok(val) = unit.attr_string(attr.value()) {
+                *name = Some(val);
+            }
+        }
+        gimli::DW_AT_name if name.is_none() => *name = unit.attr_string(attr.value()).ok(),
+        gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if name.is_none() => {
+            *name = name_attr(attr.value(), unit, ctx, 16)?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The name an `DW_AT_abstract_origin` or `DW_AT_specification` leads to, following at
