@@ -10,7 +10,7 @@ use crate::loaded::{load, load_with, to_json, Loaded, Progress};
 use crate::select::{self, ReportOptions, Takes};
 use crate::{callstacks, efficiency, export, flame, frees, html, instances, leaks, pprof, series};
 use crate::{summarize, takes, timeline_chart, top, tree, Error};
-use memreplay_replay::{LabelSnapshots, ReplayState};
+use memreplay_replay::{LabelSnapshots, Stacks};
 use memreplay_symbols::{SymbolOptions, Symbolizer};
 
 /// Which report [`run`] makes.
@@ -57,9 +57,9 @@ pub fn run(kind: ReportKind, args: &ReportOptions, progress: Progress) -> Result
 
 /// `summarize`, with its allocation sites symbolicated unless `symbols.disabled`.
 pub fn run_summarize(args: &ReportOptions, symbols: &SymbolOptions, progress: Progress) -> Result<String, Error> {
-    let symbolize = |r: &mut summarize::Summary, state: &ReplayState, syms: &mut Symbolizer| {
+    let symbolize = |r: &mut summarize::Summary, stacks: &Stacks, syms: &mut Symbolizer| {
         if !r.sites.is_empty() {
-            r.symbolize(state, syms);
+            r.symbolize(stacks, syms);
         }
     };
     let report = SymbolizedReport {
@@ -73,9 +73,9 @@ pub fn run_summarize(args: &ReportOptions, symbols: &SymbolOptions, progress: Pr
 
 /// `efficiency`, with its allocation sites symbolicated unless `symbols.disabled`.
 pub fn run_efficiency(args: &ReportOptions, symbols: &SymbolOptions, progress: Progress) -> Result<String, Error> {
-    let symbolize = |r: &mut efficiency::Efficiency, state: &ReplayState, syms: &mut Symbolizer| {
+    let symbolize = |r: &mut efficiency::Efficiency, stacks: &Stacks, syms: &mut Symbolizer| {
         if !r.sites.is_empty() {
-            r.symbolize(state, syms);
+            r.symbolize(stacks, syms);
         }
     };
     let report = SymbolizedReport {
@@ -97,37 +97,39 @@ struct SymbolizedReport<T, S> {
     to_text: fn(&T) -> String,
 }
 
-fn run_symbolized<T: Serialize + Send>(
+fn run_symbolized<T: Serialize>(
     args: &ReportOptions,
     symbols: &SymbolOptions,
     progress: Progress,
-    report: SymbolizedReport<T, impl FnOnce(&mut T, &ReplayState, &mut Symbolizer)>,
+    report: SymbolizedReport<T, impl FnOnce(&mut T, &Stacks, &mut Symbolizer)>,
 ) -> Result<String, Error> {
     let SymbolizedReport { takes, build, symbolize, to_text } = report;
     takes.check(args)?;
     callstacks::check_symbol_dirs(symbols)?;
     let loaded = load(args, progress)?;
     let start = Instant::now();
-    let report = build_symbolized(&loaded, symbols, build, symbolize)?;
+    let report = build_symbolized(loaded, symbols, build, symbolize)?;
     tracing::debug!("built the {} report in {:.3} s", takes.command, start.elapsed().as_secs_f64());
     Ok(render(&report, args.json, to_text))
 }
 
-/// Builds a report with `build` while another thread reads the log's module map for a
-/// symbolizer (unless `symbols.disabled`), then names the report's sites with it
-/// (`symbolize`).
-fn build_symbolized<T: Send>(
-    loaded: &Loaded,
+/// Builds a report with `build`, then names its sites (`symbolize`) unless
+/// `symbols.disabled`. The replay is let go before the names are looked up, all but its
+/// callstacks: the symbolizer's debug sections then take the room the live-allocation
+/// tables held, rather than adding to it.
+fn build_symbolized<T>(
+    mut loaded: Loaded,
     symbols: &SymbolOptions,
-    build: impl FnOnce(&Loaded) -> T + Send,
-    symbolize: impl FnOnce(&mut T, &ReplayState, &mut Symbolizer),
+    build: impl FnOnce(&Loaded) -> T,
+    symbolize: impl FnOnce(&mut T, &Stacks, &mut Symbolizer),
 ) -> Result<T, Error> {
-    let (mut report, syms) = rayon::join(
-        || build(loaded),
-        || (!symbols.disabled).then(|| callstacks::symbolizer(loaded, symbols)).transpose(),
-    );
-    if let Some(mut syms) = syms? {
-        symbolize(&mut report, loaded.state(), &mut syms);
+    let mut report = build(&loaded);
+    if !symbols.disabled {
+        // Lazy: a binary's symbols are read when the first address in it is looked up.
+        let mut syms = callstacks::symbolizer(&loaded, symbols)?;
+        let stacks = std::mem::take(&mut loaded.replay.state.stacks);
+        drop(loaded);
+        symbolize(&mut report, &stacks, &mut syms);
     }
     Ok(report)
 }

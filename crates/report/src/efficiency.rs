@@ -10,7 +10,7 @@ use serde::Serialize;
 use memreplay_format::HEAP_DOMAIN;
 
 use memreplay_replay::Held;
-use memreplay_replay::ReplayState;
+use memreplay_replay::Stacks;
 use memreplay_symbols::{SiteName, SymbolStats, Symbolizer};
 
 use crate::figures;
@@ -51,9 +51,9 @@ pub struct Efficiency {
 
 impl Efficiency {
     /// Names the callstacks of `sites` with `syms`.
-    pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
+    pub fn symbolize(&mut self, stacks: &Stacks, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
+            s.site = Some((*syms.site(s.stack, stacks.get(s.stack))).clone());
         }
         self.symbols = Some(syms.stats());
     }

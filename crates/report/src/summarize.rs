@@ -11,7 +11,7 @@ use serde::Serialize;
 use memreplay_format::{header_flags, DomainKind};
 
 use crate::time::{format_ms, format_utc};
-use memreplay_replay::{Anomalies, CallsBeforeStart, ReplayState, ROOT};
+use memreplay_replay::{Anomalies, CallsBeforeStart, Stacks, ROOT};
 use memreplay_symbols::{SiteName, SymbolStats, Symbolizer};
 
 use crate::efficiency::{self, Container, ContextEfficiency, Usage};
@@ -137,11 +137,11 @@ impl Summary {
     }
 
     /// Names the callstacks of `sites` (and where they were freed from) with `syms`.
-    pub fn symbolize(&mut self, state: &ReplayState, syms: &mut Symbolizer) {
+    pub fn symbolize(&mut self, stacks: &Stacks, syms: &mut Symbolizer) {
         for s in &mut self.sites {
-            s.site = Some((*syms.site(s.stack, state.stacks.get(s.stack))).clone());
+            s.site = Some((*syms.site(s.stack, stacks.get(s.stack))).clone());
             for f in s.freed_from.iter_mut().filter(|f| f.stack != 0) {
-                f.site = Some((*syms.site(f.stack, state.stacks.get(f.stack))).clone());
+                f.site = Some((*syms.site(f.stack, stacks.get(f.stack))).clone());
             }
         }
         self.symbols = Some(syms.stats());

@@ -199,7 +199,7 @@ fn demo_allocation_sites_are_symbolicated() {
 
     // `summarize` (the README's first command) names its sites and their free callstacks.
     let mut sum = build_summary(&l);
-    sum.symbolize(state, &mut syms);
+    sum.symbolize(&state.stacks, &mut syms);
     let named = |s: &report::SiteSummary| s.site.as_ref().map_or(String::new(), |n| n.function.clone());
     let textures = sum
         .sites
@@ -221,7 +221,7 @@ fn demo_allocation_sites_are_symbolicated() {
     // `efficiency` names its container sites the same way: the debug console, reserved
     // in MainMenu::open, with its line; the raw frames stay beside the name.
     let mut eff = build_efficiency(&l);
-    eff.symbolize(state, &mut syms);
+    eff.symbolize(&state.stacks, &mut syms);
     let console = eff
         .sites
         .iter()
