@@ -167,14 +167,16 @@ pub(crate) enum Freed {
 ///
 /// **The sorted tier** (`old`, a [`SortedMap`]) holds, 24 bytes each, the allocations
 /// still live from before the table last filled: when it fills again, they move there
-/// (see [`LiveAllocations::settle`]) instead of the table growing, if they are many
-/// enough to pay for a pass over the tier. Most allocations die young and never move;
+/// (see [`LiveAllocations::settle`]) instead of the table growing, as many as can go
+/// for a few copies of the tier's entries each. Most allocations die young and never move;
 /// those that move are the program's long-lived data, which a big program holds millions
 /// of. An address the hash table has no entry for is looked up in the tier, which
 /// answers most such lookups without reading its array. A free there marks the entry a
 /// tombstone in place, and an allocation at an address the tier holds marks its entry
-/// dead ([`Packed::DEAD`]): the hash table's entry is the one that counts. Dead entries
-/// and tombstones older than [`FREED_REMEMBERED`] frees are dropped at the next move.
+/// dead ([`Packed::DEAD`]): the hash table's entry is the one that counts, and takes
+/// the dead entry's place if it moves there too. Dead entries and tombstones older than
+/// [`FREED_REMEMBERED`] frees are dropped by a pass over the tier at a move, once they
+/// are a sixteenth of it more than the last pass kept.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LiveAllocations {
     pub(crate) map: AddrMap<Packed>,
@@ -182,22 +184,40 @@ pub(crate) struct LiveAllocations {
     full: FullValues,
     /// Tombstones in `map`.
     pub(crate) freed: u64,
-    /// Entries of `old` that are not live: tombstones and dead ones.
+    /// Entries of `old` that are not live: tombstones and dead ones; and how many the
+    /// last pass that dropped such entries kept (tombstones too recent to forget).
     old_ended: usize,
+    old_ended_kept: usize,
     /// Frees so far: a tombstone's `size_seq` is the count at its free.
     pub(crate) frees: u64,
     /// The latest sequence number allocated, and what it was when `map` last filled:
     /// the allocations before that outlived a filling.
     latest: u64,
     filled_at: u64,
+    /// What the moves did, for the tests.
+    #[cfg(test)]
+    moves: MoveCounts,
 }
 
-/// The fewest long-lived allocations worth moving to the sorted tier.
-const SETTLE_LEAST: usize = 1 << 14;
-/// Long-lived allocations move to the sorted tier only if they are at least its size
-/// over this: a move rewrites the tier, so each allocation moved costs at most this many
-/// entries copied (and so the table keeps slots for about three eighths of the tier's
-/// entries: what may move is about a sixth of its slots).
+/// What [`LiveAllocations::settle`] did so far (tests only).
+#[cfg(test)]
+#[derive(Debug, Clone, Default)]
+struct MoveCounts {
+    /// Moves that left long-lived allocations below the cut in the table.
+    cut: usize,
+    /// Allocations that moved into a dead entry of their address.
+    revived: usize,
+    /// Passes that dropped the tier's ended entries.
+    passes: usize,
+}
+
+/// The fewest long-lived allocations worth moving to the sorted tier (fewer in the unit
+/// tests, so that their few hundred thousand operations make many moves).
+const SETTLE_LEAST: usize = if cfg!(test) { 1 << 10 } else { 1 << 14 };
+/// A move copies at most this many of the tier's entries per allocation moved: the
+/// merge shifts the entries above the lowest address moved, and the long-lived
+/// allocations below the cut that keeps to this bound stay in the table (see
+/// [`LiveAllocations::cut`]).
 const SETTLE_SHARE: usize = 16;
 
 /// What a packed entry leaves out: its epoch's base, or the whole size and number of a
@@ -409,31 +429,75 @@ impl LiveAllocations {
     }
 
     /// Moves the allocations that were live before the hash table last filled, and still
-    /// are, to the sorted tier, if they are enough to pay for the pass over it that
-    /// takes them in (see [`SETTLE_SHARE`]); returns whether it did. The table keeps its
-    /// size, so the ones that stay have as much room to die in as before.
+    /// are, to the sorted tier, if enough of them can go to pay for the pass over it
+    /// that takes them in (see [`SETTLE_SHARE`]); returns whether it did. The table keeps
+    /// its size, so the ones that stay have as much room to die in as before.
     #[inline(never)]
     fn settle(&mut self) -> bool {
         let (mark, full) = (self.filled_at, &self.full);
         let long_lived = |addr: u64, p: &Packed| addr != 0 && p.is_live() && full.seq(addr, p) < mark;
         let mut batch: Vec<(u64, Packed)> =
             self.map.iter().filter(|&(a, p)| long_lived(a, p)).map(|(a, p)| (a, *p)).collect();
-        if batch.len() < SETTLE_LEAST || batch.len() * SETTLE_SHARE < self.old.len() {
+        let least = SETTLE_LEAST.max(self.map.len() / 4);
+        if batch.len() < least {
             return false;
         }
         batch.sort_unstable_by_key(|e| e.0);
-        self.map.retain_keeping_room(self.map.len() - batch.len(), |a, p| !long_lived(a, p));
-        if self.old_ended > 0 {
+        let Some(cut) = self.cut(&batch, least) else { return false };
+        let lowest = batch[cut].0;
+        #[cfg(test)]
+        {
+            self.moves.cut += usize::from(cut > 0);
+        }
+        self.map.retain_keeping_room(self.map.len() - (batch.len() - cut), |a, p| a < lowest || !long_lived(a, p));
+        let mut moving = batch.split_off(cut);
+        // An address moving may have a dead entry in the tier (it was allocated again
+        // since it moved there): that entry takes the allocation in place.
+        moving.retain(|&(addr, p)| match self.old.find(addr) {
+            Some(i) => {
+                debug_assert!(self.old.value(i).is_dead(), "the table's entry counts");
+                *self.old.value_mut(i) = p;
+                self.old_ended -= 1;
+                #[cfg(test)]
+                {
+                    self.moves.revived += 1;
+                }
+                false
+            }
+            None => true,
+        });
+        // Ended entries are dropped in a pass over the whole tier, so only once they are
+        // a [`SETTLE_SHARE`]th of it more than the last pass left.
+        if self.old_ended >= self.old_ended_kept + self.old.len() / SETTLE_SHARE && self.old_ended > 0 {
             let (oldest_kept, mut ended) = (self.frees.saturating_sub(FREED_REMEMBERED), 0);
             self.old.retain(|p| {
                 let keep = p.is_live() || (!p.is_dead() && p.size_seq > oldest_kept);
                 ended += usize::from(keep && !p.is_live());
                 keep
             });
-            self.old_ended = ended;
+            (self.old_ended, self.old_ended_kept) = (ended, ended);
+            #[cfg(test)]
+            {
+                self.moves.passes += 1;
+            }
         }
-        self.old.absorb(&batch);
+        self.old.absorb(&moving);
         true
+    }
+
+    /// Where `batch` (sorted, at least `least` entries) is cut: the entries from there
+    /// on move, as many as can while each moved costs at most [`SETTLE_SHARE`] entries
+    /// of the tier copied (the merge copies the tier's entries above the lowest one
+    /// moved). A heap that grows puts most long-lived allocations above the tier's, so
+    /// most of a batch moves at the cost of a few copies; the rest stays in the table
+    /// for a later move. `None` if fewer than `least` can move.
+    fn cut(&self, batch: &[(u64, Packed)], least: usize) -> Option<usize> {
+        const TRIES: usize = 64;
+        let m = batch.len();
+        (0..TRIES).map(|t| t * m / TRIES).take_while(|&c| m - c >= least).find(|&c| {
+            let above = self.old.len() - self.old.count_below(batch[c].0);
+            above <= SETTLE_SHARE * (m - c)
+        })
     }
 
     /// Starts loading what a lookup of `addr` reads first (a hint).
@@ -613,37 +677,58 @@ mod tests {
     /// (fewer frees than [`FREED_REMEMBERED`], so every freed address is remembered).
     #[test]
     fn the_sorted_tier_answers_as_the_hash_table_would() {
+        // Long-lived blocks spread over a wide range; short-lived ones churn in a narrow
+        // one.
+        let short = |r: u64, _| 0x7f00_0000_0000 + (r % 3_000) * 16;
+        let m = answers_as_the_hash_table_would(800_000, |r, _| 0x5500_0000_0000 + (r % 4_000_000) * 16, short);
+        assert!(m.moves.revived > 0, "dead entries took allocations in place: {:?}", m.moves);
+        // A heap that grows, as a program builds its data: most long-lived blocks above
+        // those before, some in holes below. Long enough for the tier to reach 16 times
+        // a move.
+        let grown = |r: u64, step: u64| match r % 16 {
+            0 => 0x5500_0000_0000 + (r % 4_000_000) * 16,
+            _ => 0x5600_0000_0000 + step * 16,
+        };
+        let m = answers_as_the_hash_table_would(1_600_000, grown, short);
+        assert!(m.moves.cut > 0 && m.moves.passes > 0, "some moves left the lowest blocks: {:?}", m.moves);
+    }
+
+    /// Random operations on `LiveAllocations` against a reference of live and freed
+    /// addresses, `steps` of them, blocks made to last at `long(random, step)` and others
+    /// at `short(random, step)`; returns the map at the end.
+    fn answers_as_the_hash_table_would(
+        steps: u64,
+        long: impl Fn(u64, u64) -> u64,
+        short: impl Fn(u64, u64) -> u64,
+    ) -> LiveAllocations {
         let mut rnd = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut m = LiveAllocations::default();
         let mut reference: HashMap<u64, Live> = HashMap::new();
         let mut freed: std::collections::HashSet<u64> = Default::default();
         let (mut seq, mut frees, mut most_old) = (0u64, 0u64, 0usize);
-        // Long-lived blocks spread over a wide range; short-lived ones churn in a narrow
-        // one; now and then any of them is freed, allocated again, or marked.
-        let long = |r: u64| 0x5500_0000_0000 + (r % 4_000_000) * 16;
-        let short = |r: u64| 0x7f00_0000_0000 + (r % 3_000) * 16;
+        // Now and then any block is freed, allocated again, or marked.
         let mut longs: Vec<u64> = Vec::new();
-        for step in 0..800_000u64 {
+        for step in 0..steps {
             seq += 1 + rnd() % 50;
             let live = |size| Live { size, seq, slot: step as u32, site: 3, usage_reported: false };
             let pick = |r: u64, longs: &Vec<u64>| longs.get((r % longs.len().max(1) as u64) as usize).copied();
             match rnd() % 100 {
                 0..=29 => {
-                    let addr = long(rnd());
+                    let addr = long(rnd(), step);
                     longs.push(addr);
                     freed.remove(&addr);
                     assert_eq!(m.insert(addr, live(48)), reference.insert(addr, live(48)), "step {step}");
                 }
                 30..=59 => {
-                    let addr = short(rnd());
+                    let addr = short(rnd(), step);
                     freed.remove(&addr);
                     assert_eq!(m.insert(addr, live(16)), reference.insert(addr, live(16)), "step {step}");
                 }
                 60..=84 if frees < FREED_REMEMBERED - 10 => {
                     let addr = match rnd() % 10 {
                         0 => pick(rnd(), &longs).unwrap_or(8),
-                        1 => long(rnd()),
-                        _ => short(rnd()),
+                        1 => long(rnd(), step),
+                        _ => short(rnd(), step),
                     };
                     frees += 1;
                     let got = m.free(addr);
@@ -669,14 +754,14 @@ mod tests {
                     assert_eq!(m.insert(addr, live(80)), reference.insert(addr, live(80)), "step {step}");
                 }
                 _ => {
-                    let addr = if rnd() % 2 == 0 { pick(rnd(), &longs).unwrap_or(8) } else { long(rnd()) };
+                    let addr = if rnd() % 2 == 0 { pick(rnd(), &longs).unwrap_or(8) } else { long(rnd(), step) };
                     assert_eq!(m.get(addr), reference.get(&addr).copied(), "step {step}");
                 }
             }
             most_old = most_old.max(m.old.len());
         }
         assert!(most_old > 50_000, "long-lived allocations moved ({most_old} at most)");
-        assert!(m.old.len() > m.map.len(), "most entries are in the sorted tier");
+        assert!(m.old.len() > m.map.len(), "most entries are in the sorted tier: {} {}", m.old.len(), m.map.len());
         let ended = m.old.iter().filter(|(_, p)| !p.is_live()).count();
         assert_eq!(m.old_ended, ended, "the sorted tier's ended entries are counted");
         let mut all: Vec<(u64, Live)> = m.iter().collect();
@@ -684,10 +769,12 @@ mod tests {
         all.sort_unstable_by_key(|e| e.0);
         expected.sort_unstable_by_key(|e| e.0);
         assert_eq!(all, expected);
+        let mut ended = m.clone();
         for (addr, _) in all {
-            assert!(matches!(m.free(addr), Freed::Live(_)));
+            assert!(matches!(ended.free(addr), Freed::Live(_)));
         }
-        assert!(m.full.epochs.live.iter().all(|&n| n == 0) && m.full.wide.is_empty(), "all let go");
+        assert!(ended.full.epochs.live.iter().all(|&n| n == 0) && ended.full.wide.is_empty(), "all let go");
+        m
     }
 
     /// More live spans than epochs: the allocations past them are kept in full, and

@@ -140,12 +140,23 @@ impl<V: Copy> SortedMap<V> {
     /// [`SortedMap::absorb`], which must come before the next lookup).
     pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
         self.entries.retain(|e| keep(&e.value));
+        self.firsts.clear();
+    }
+
+    /// How many entries have a key below `key`.
+    pub fn count_below(&self, key: u64) -> usize {
+        let Some(run) = self.firsts.partition_point(|&k| k < key).checked_sub(1) else { return 0 };
+        let start = run * STRIDE;
+        let end = (start + STRIDE).min(self.entries.len());
+        start + self.entries[start..end].partition_point(|e| e.key < key)
     }
 
     /// Adds `batch`: sorted by key, with no key the map holds.
     pub fn absorb(&mut self, batch: &[(u64, V)]) {
         debug_assert!(batch.windows(2).all(|w| w[0].0 < w[1].0), "a batch sorted by key");
         let (n, m) = (self.entries.len(), batch.len());
+        // The entries below the batch's first key stay where they are.
+        let mut untouched = n;
         if m > 0 {
             // Exactly the room needed: a big array is moved by the allocator's `realloc`
             // (pages remapped, not copied), and a spare half would cost 12 bytes an entry.
@@ -166,9 +177,12 @@ impl<V: Copy> SortedMap<V> {
                     j -= 1;
                 }
             }
+            untouched = i;
         }
-        self.firsts.clear();
-        self.firsts.extend(self.entries.iter().step_by(STRIDE).map(|e| e.key));
+        // The runs that start below the untouched ones' end keep their first keys.
+        self.firsts.truncate(untouched.div_ceil(STRIDE));
+        let rest = self.entries.get(self.firsts.len() * STRIDE..).unwrap_or_default();
+        self.firsts.extend(rest.iter().step_by(STRIDE).map(|e| e.key));
         if !self.filter.fits(batch.len()) {
             self.filter = Filter::for_keys(self.entries.len());
             self.filter.add_all(self.entries.iter().map(|e| e.key));
@@ -262,16 +276,19 @@ mod tests {
         let mut map: SortedMap<u64> = SortedMap::default();
         let mut reference: BTreeMap<u64, u64> = BTreeMap::new();
         for round in 0..60u64 {
-            // Drop a third of the values, then add a batch of new keys (some in a tight
-            // range, some anywhere, 0 and u64::MAX now and then).
-            let drop = |v: &u64| v % 3 == round % 3;
+            // Drop a third of the values every other round, then add a batch of new keys
+            // (some in a tight range, some anywhere, 0 and u64::MAX now and then; every
+            // fourth batch above the keys held but for a few).
+            let drop = |v: &u64| round % 2 == 0 && v % 3 == round % 3;
             reference.retain(|_, v| !drop(v));
+            let top = reference.keys().next_back().copied().unwrap_or(0).min(u64::MAX / 2);
             let mut batch: BTreeMap<u64, u64> = BTreeMap::new();
             for _ in 0..rnd() % 5_000 {
                 let key = match rnd() % 50 {
                     0 => 0,
                     1 => u64::MAX,
                     2 => rnd(),
+                    _ if round % 4 == 1 => top + 16 + (rnd() % 200_000) * 16,
                     _ => 0x5555_0000_0000 + (rnd() % 200_000) * 16,
                 };
                 if !reference.contains_key(&key) {
@@ -293,6 +310,9 @@ mod tests {
                 };
                 let found = map.find(key).map(|i| *map.value(i));
                 assert_eq!(found, reference.get(&key).copied(), "key {key:#x}, round {round}");
+                if rnd() % 32 == 0 {
+                    assert_eq!(map.count_below(key), reference.range(..key).count(), "key {key:#x}, round {round}");
+                }
             }
         }
         // A value changed in place is what a later lookup sees.
