@@ -180,7 +180,7 @@ pub(crate) enum Freed {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LiveAllocations {
     pub(crate) map: AddrMap<Packed>,
-    old: SortedMap<Packed>,
+    old: Tier,
     full: FullValues,
     /// Tombstones in `map`.
     pub(crate) freed: u64,
@@ -219,6 +219,111 @@ const SETTLE_LEAST: usize = if cfg!(test) { 1 << 10 } else { 1 << 14 };
 /// allocations below the cut that keeps to this bound stay in the table (see
 /// [`LiveAllocations::cut`]).
 const SETTLE_SHARE: usize = 16;
+
+/// The sorted tier: [`Packed`] values kept in 12 bytes ([`Tiered`]), their `place` (slot,
+/// site and usage flag, which many allocations share) as an index into a table of the
+/// places moved there.
+#[derive(Debug, Clone, Default)]
+struct Tier {
+    map: SortedMap<Tiered>,
+    /// Each place moved to the tier, by index, and the index of each (keyed by the place
+    /// with its halves swapped).
+    places: Vec<u64>,
+    place_ids: FxMap<u64, u32>,
+}
+
+/// A [`Packed`] in the sorted tier: the index of its place (or [`Packed::FREED`] for a
+/// tombstone or a dead entry), and `size_seq` in two halves (so that the value is 12
+/// bytes with an alignment of 4, and an entry with its address 16).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tiered {
+    place: u32,
+    size_seq: [u32; 2],
+}
+
+impl Tier {
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    #[inline(always)]
+    fn find(&self, addr: u64) -> Option<usize> {
+        self.map.find(addr)
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, addr: u64) {
+        self.map.prefetch(addr);
+    }
+
+    fn count_below(&self, addr: u64) -> usize {
+        self.map.count_below(addr)
+    }
+
+    /// The value of the entry at `i` (from [`Tier::find`]).
+    #[inline(always)]
+    fn get(&self, i: usize) -> Packed {
+        self.unpack(self.map.value(i))
+    }
+
+    /// Sets the value of the entry at `i`.
+    #[inline(always)]
+    fn set(&mut self, i: usize, p: Packed) {
+        *self.map.value_mut(i) = self.pack(p);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, Packed)> + '_ {
+        self.map.iter().map(|(a, t)| (a, self.unpack(t)))
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Packed) -> bool) {
+        let places = &self.places;
+        self.map.retain(|t| keep(&Tier::unpack_with(places, t)));
+    }
+
+    /// Adds `batch` (see [`SortedMap::absorb`]).
+    fn absorb(&mut self, batch: &[(u64, Packed)]) {
+        let tiered: Vec<(u64, Tiered)> = batch.iter().map(|&(a, p)| (a, self.pack(p))).collect();
+        self.map.absorb(&tiered);
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        let ids = self.place_ids.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        self.map.heap_bytes() + (self.places.capacity() * 8 + ids) as u64
+    }
+
+    #[inline(always)]
+    fn pack(&mut self, p: Packed) -> Tiered {
+        let size_seq = [p.size_seq as u32, (p.size_seq >> 32) as u32];
+        if !p.is_live() {
+            return Tiered { place: Packed::FREED, size_seq };
+        }
+        let next = self.places.len() as u32;
+        // Keyed with the site in the low half: an Fx hash's low bits, which pick the
+        // bucket, come from the key's low bits only, and the slot there varies little.
+        let place = *self.place_ids.entry(p.place.rotate_left(32)).or_insert(next);
+        if place == next {
+            // Fewer places than live allocations, and those fewer than 2³² - 1.
+            self.places.push(p.place);
+        }
+        Tiered { place, size_seq }
+    }
+
+    #[inline(always)]
+    fn unpack(&self, t: &Tiered) -> Packed {
+        Tier::unpack_with(&self.places, t)
+    }
+
+    #[inline(always)]
+    fn unpack_with(places: &[u64], t: &Tiered) -> Packed {
+        let size_seq = u64::from(t.size_seq[0]) | u64::from(t.size_seq[1]) << 32;
+        let place = match t.place {
+            Packed::FREED => u64::from(Packed::FREED),
+            i => places[i as usize],
+        };
+        Packed { place, size_seq }
+    }
+}
 
 /// What a packed entry leaves out: its epoch's base, or the whole size and number of a
 /// [`WIDE`] one.
@@ -331,7 +436,8 @@ impl LiveAllocations {
     #[inline(always)]
     fn kill_old(&mut self, addr: u64) -> Option<Live> {
         let i = self.old.find(addr)?;
-        let p = std::mem::replace(self.old.value_mut(i), Packed::DEAD);
+        let p = self.old.get(i);
+        self.old.set(i, Packed::DEAD);
         self.old_ended += usize::from(p.is_live());
         p.is_live().then(|| self.full.take(addr, &p))
     }
@@ -355,9 +461,9 @@ impl LiveAllocations {
             return Freed::Live(live);
         }
         if let Some(j) = self.old.find(addr) {
-            let p = *self.old.value(j);
+            let p = self.old.get(j);
             if p.is_live() {
-                *self.old.value_mut(j) = Packed::tombstone(self.frees);
+                self.old.set(j, Packed::tombstone(self.frees));
                 self.old_ended += 1;
                 return Freed::Live(self.full.take(addr, &p));
             }
@@ -455,8 +561,8 @@ impl LiveAllocations {
         // since it moved there): that entry takes the allocation in place.
         moving.retain(|&(addr, p)| match self.old.find(addr) {
             Some(i) => {
-                debug_assert!(self.old.value(i).is_dead(), "the table's entry counts");
-                *self.old.value_mut(i) = p;
+                debug_assert!(self.old.get(i).is_dead(), "the table's entry counts");
+                self.old.set(i, p);
                 self.old_ended -= 1;
                 #[cfg(test)]
                 {
@@ -510,33 +616,40 @@ impl LiveAllocations {
     #[inline]
     pub(crate) fn get(&self, addr: u64) -> Option<Live> {
         let p = match self.map.get(addr) {
-            Some(p) => p,
-            None => self.old.value(self.old.find(addr)?),
+            Some(p) => *p,
+            None => self.old.get(self.old.find(addr)?),
         };
-        p.is_live().then(|| self.full.unpack(addr, p))
+        p.is_live().then(|| self.full.unpack(addr, &p))
     }
 
     /// Marks the live allocation at `addr` as one that reported its usage; returns it.
     pub(crate) fn mark_usage_reported(&mut self, addr: u64) -> Option<Live> {
+        let flag = u64::from(Packed::USAGE_REPORTED) << 32;
         let p = match self.map.get_mut(addr) {
-            Some(p) => p,
+            Some(p) if p.is_live() => {
+                p.place |= flag;
+                *p
+            }
+            Some(_) => return None,
             None => {
                 let i = self.old.find(addr)?;
-                self.old.value_mut(i)
+                let mut p = self.old.get(i);
+                if !p.is_live() {
+                    return None;
+                }
+                p.place |= flag;
+                self.old.set(i, p);
+                p
             }
         };
-        if !p.is_live() {
-            return None;
-        }
-        p.place |= u64::from(Packed::USAGE_REPORTED) << 32;
-        let p = *p;
         Some(self.full.unpack(addr, &p))
     }
 
     /// Every live allocation, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, Live)> + '_ {
         let live = |(a, p): (u64, &Packed)| p.is_live().then(|| (a, self.full.unpack(a, p)));
-        self.map.iter().filter_map(live).chain(self.old.iter().filter_map(live))
+        let old = self.old.iter().filter_map(move |(a, p)| live((a, &p)));
+        self.map.iter().filter_map(live).chain(old)
     }
 
     /// Entries held, tombstones included.
