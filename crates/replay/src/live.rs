@@ -165,7 +165,7 @@ pub(crate) enum Freed {
 /// allocations, and with malloc-like address reuse most frees leave a tombstone that the
 /// next allocation there takes over, so the table rarely fills.
 ///
-/// **The sorted tier** (`old`, a [`SortedMap`]) holds, 24 bytes each, the allocations
+/// **The sorted tier** (`old`, a [`SortedMap`]) holds, 20 bytes each, the allocations
 /// still live from before the table last filled: when it fills again, they move there
 /// (see [`LiveAllocations::settle`]) instead of the table growing, if they are many
 /// enough to pay for a pass over the tier. Most allocations die young and never move;
