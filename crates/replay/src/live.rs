@@ -165,7 +165,7 @@ pub(crate) enum Freed {
 /// allocations, and with malloc-like address reuse most frees leave a tombstone that the
 /// next allocation there takes over, so the table rarely fills.
 ///
-/// **The sorted tier** (`old`, a [`SortedMap`]) holds, 24 bytes each, the allocations
+/// **The sorted tier** (`old`, a [`SortedMap`]) holds, 20 bytes each, the allocations
 /// still live from before the table last filled: when it fills again, they move there
 /// (see [`LiveAllocations::settle`]) instead of the table growing, as many as can go
 /// for a few copies of the tier's entries each. Most allocations die young and never move;
@@ -220,76 +220,123 @@ const SETTLE_LEAST: usize = if cfg!(test) { 1 << 10 } else { 1 << 14 };
 /// [`LiveAllocations::cut`]).
 const SETTLE_SHARE: usize = 16;
 
-/// The sorted tier: [`Packed`] values kept in 12 bytes ([`Tiered`]), their `place` (slot,
-/// site and usage flag, which many allocations share) as an index into a table of the
-/// places moved there.
+/// The sorted tier. While the places of its allocations (slot, site and usage flag) are
+/// few against its entries, as in most programs (a place per callstack and context, a
+/// few tens of thousands), it keeps each value in 12 bytes ([`Tiered`]): the place as an
+/// index into a table of the places moved there. A log whose allocations have places
+/// nearly as many as they are (thousands of contexts, each with its own sites) would
+/// pay more for that table than it saves: once the places pass [`PLACES_LEAST`] and an
+/// eighth of the entries, the tier turns for good to keeping the [`Packed`] values
+/// whole (16 bytes), in one pass over its values.
 #[derive(Debug, Clone, Default)]
 struct Tier {
-    map: SortedMap<Tiered>,
-    /// Each place moved to the tier, by index, and the index of each (keyed by the place
-    /// with its halves swapped).
+    compact: SortedMap<Tiered>,
+    /// Each place moved to `compact`, by index, and the index of each (keyed by
+    /// [`mixed`] place).
     places: Vec<u64>,
     place_ids: FxMap<u64, u32>,
+    /// The values whole, once `compact` held too many places (then it is empty).
+    whole: SortedMap<Packed>,
+    is_whole: bool,
 }
+
+/// Places the compact tier takes in any case (see [`Tier`]).
+const PLACES_LEAST: usize = 1 << 16;
 
 /// A [`Packed`] in the sorted tier: the index of its place (or [`Packed::FREED`] for a
 /// tombstone or a dead entry), and `size_seq` in two halves (so that the value is 12
-/// bytes with an alignment of 4, and an entry with its address 16).
+/// bytes with an alignment of 4, and an entry with its key's low half 16).
 #[derive(Debug, Clone, Copy, Default)]
 struct Tiered {
     place: u32,
     size_seq: [u32; 2],
 }
 
+/// `place` with every bit of it in the low bits, one to one: an Fx hash's low bits,
+/// which pick a table's bucket, come from the key's low bits only, and a place's slot
+/// (low half) or site (high half) may be the same for all.
+#[inline(always)]
+fn mixed(place: u64) -> u64 {
+    let x = place.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ x >> 32
+}
+
 impl Tier {
     fn len(&self) -> usize {
-        self.map.len()
+        self.compact.len() + self.whole.len()
     }
 
     #[inline(always)]
     fn find(&self, addr: u64) -> Option<usize> {
-        self.map.find(addr)
+        match self.is_whole {
+            false => self.compact.find(addr),
+            true => self.whole.find(addr),
+        }
     }
 
     #[inline(always)]
     fn prefetch(&self, addr: u64) {
-        self.map.prefetch(addr);
+        match self.is_whole {
+            false => self.compact.prefetch(addr),
+            true => self.whole.prefetch(addr),
+        }
     }
 
     fn count_below(&self, addr: u64) -> usize {
-        self.map.count_below(addr)
+        match self.is_whole {
+            false => self.compact.count_below(addr),
+            true => self.whole.count_below(addr),
+        }
     }
 
     /// The value of the entry at `i` (from [`Tier::find`]).
     #[inline(always)]
     fn get(&self, i: usize) -> Packed {
-        self.unpack(self.map.value(i))
+        match self.is_whole {
+            false => unpack(&self.places, self.compact.value(i)),
+            true => *self.whole.value(i),
+        }
     }
 
     /// Sets the value of the entry at `i`.
     #[inline(always)]
     fn set(&mut self, i: usize, p: Packed) {
-        *self.map.value_mut(i) = self.pack(p);
+        match self.is_whole {
+            false => *self.compact.value_mut(i) = self.pack(p),
+            true => *self.whole.value_mut(i) = p,
+        }
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, Packed)> + '_ {
-        self.map.iter().map(|(a, t)| (a, self.unpack(t)))
+        let compact = self.compact.iter().map(|(a, t)| (a, unpack(&self.places, t)));
+        compact.chain(self.whole.iter().map(|(a, &p)| (a, p)))
     }
 
     fn retain(&mut self, mut keep: impl FnMut(&Packed) -> bool) {
         let places = &self.places;
-        self.map.retain(|t| keep(&Tier::unpack_with(places, t)));
+        self.compact.retain(|t| keep(&unpack(places, t)));
+        self.whole.retain(keep);
     }
 
     /// Adds `batch` (see [`SortedMap::absorb`]).
     fn absorb(&mut self, batch: &[(u64, Packed)]) {
-        let tiered: Vec<(u64, Tiered)> = batch.iter().map(|&(a, p)| (a, self.pack(p))).collect();
-        self.map.absorb(&tiered);
+        if !self.is_whole {
+            let tiered: Vec<(u64, Tiered)> = batch.iter().map(|&(a, p)| (a, self.pack(p))).collect();
+            self.compact.absorb(&tiered);
+            if self.places.len() > PLACES_LEAST.max(self.compact.len() / 8) {
+                let places = std::mem::take(&mut self.places);
+                self.place_ids = FxMap::default();
+                self.whole = std::mem::take(&mut self.compact).map_values(|t| unpack(&places, t));
+                self.is_whole = true;
+            }
+        } else {
+            self.whole.absorb(batch);
+        }
     }
 
     fn heap_bytes(&self) -> u64 {
         let ids = self.place_ids.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
-        self.map.heap_bytes() + (self.places.capacity() * 8 + ids) as u64
+        self.compact.heap_bytes() + self.whole.heap_bytes() + (self.places.capacity() * 8 + ids) as u64
     }
 
     #[inline(always)]
@@ -299,30 +346,24 @@ impl Tier {
             return Tiered { place: Packed::FREED, size_seq };
         }
         let next = self.places.len() as u32;
-        // Keyed with the site in the low half: an Fx hash's low bits, which pick the
-        // bucket, come from the key's low bits only, and the slot there varies little.
-        let place = *self.place_ids.entry(p.place.rotate_left(32)).or_insert(next);
+        let place = *self.place_ids.entry(mixed(p.place)).or_insert(next);
         if place == next {
             // Fewer places than live allocations, and those fewer than 2³² - 1.
             self.places.push(p.place);
         }
         Tiered { place, size_seq }
     }
+}
 
-    #[inline(always)]
-    fn unpack(&self, t: &Tiered) -> Packed {
-        Tier::unpack_with(&self.places, t)
-    }
-
-    #[inline(always)]
-    fn unpack_with(places: &[u64], t: &Tiered) -> Packed {
-        let size_seq = u64::from(t.size_seq[0]) | u64::from(t.size_seq[1]) << 32;
-        let place = match t.place {
-            Packed::FREED => u64::from(Packed::FREED),
-            i => places[i as usize],
-        };
-        Packed { place, size_seq }
-    }
+/// The [`Packed`] value `t` stands for, its place one of `places`.
+#[inline(always)]
+fn unpack(places: &[u64], t: &Tiered) -> Packed {
+    let size_seq = u64::from(t.size_seq[0]) | u64::from(t.size_seq[1]) << 32;
+    let place = match t.place {
+        Packed::FREED => u64::from(Packed::FREED),
+        i => places[i as usize],
+    };
+    Packed { place, size_seq }
 }
 
 /// What a packed entry leaves out: its epoch's base, or the whole size and number of a
@@ -793,8 +834,9 @@ mod tests {
         // Long-lived blocks spread over a wide range; short-lived ones churn in a narrow
         // one.
         let short = |r: u64, _| 0x7f00_0000_0000 + (r % 3_000) * 16;
-        let m = answers_as_the_hash_table_would(800_000, |r, _| 0x5500_0000_0000 + (r % 4_000_000) * 16, short);
+        let m = answers_as_the_hash_table_would(800_000, 100, |r, _| 0x5500_0000_0000 + (r % 4_000_000) * 16, short);
         assert!(m.moves.revived > 0, "dead entries took allocations in place: {:?}", m.moves);
+        assert!(!m.old.is_whole && m.old.places.len() <= 200, "few places are kept compact");
         // A heap that grows, as a program builds its data: most long-lived blocks above
         // those before, some in holes below. Long enough for the tier to reach 16 times
         // a move.
@@ -802,15 +844,18 @@ mod tests {
             0 => 0x5500_0000_0000 + (r % 4_000_000) * 16,
             _ => 0x5600_0000_0000 + step * 16,
         };
-        let m = answers_as_the_hash_table_would(1_600_000, grown, short);
+        let m = answers_as_the_hash_table_would(1_600_000, u64::MAX, grown, short);
+        assert!(m.old.is_whole && m.old.compact.len() == 0, "a place per allocation: values kept whole");
         assert!(m.moves.cut > 0 && m.moves.passes > 0, "some moves left the lowest blocks: {:?}", m.moves);
     }
 
     /// Random operations on `LiveAllocations` against a reference of live and freed
     /// addresses, `steps` of them, blocks made to last at `long(random, step)` and others
-    /// at `short(random, step)`; returns the map at the end.
+    /// at `short(random, step)`, each in one of `slots` slots (so of as many places);
+    /// returns the map at the end.
     fn answers_as_the_hash_table_would(
         steps: u64,
+        slots: u64,
         long: impl Fn(u64, u64) -> u64,
         short: impl Fn(u64, u64) -> u64,
     ) -> LiveAllocations {
@@ -823,7 +868,7 @@ mod tests {
         let mut longs: Vec<u64> = Vec::new();
         for step in 0..steps {
             seq += 1 + rnd() % 50;
-            let live = |size| Live { size, seq, slot: step as u32, site: 3, usage_reported: false };
+            let live = |size| Live { size, seq, slot: (step % slots) as u32, site: 3, usage_reported: false };
             let pick = |r: u64, longs: &Vec<u64>| longs.get((r % longs.len().max(1) as u64) as usize).copied();
             match rnd() % 100 {
                 0..=29 => {
