@@ -165,7 +165,8 @@ pub(crate) enum Freed {
 /// allocations, and with malloc-like address reuse most frees leave a tombstone that the
 /// next allocation there takes over, so the table rarely fills.
 ///
-/// **The sorted tier** (`old`, a [`SortedMap`]) holds, 20 bytes each, the allocations
+/// **The sorted tier** (`old`, a [`Tier`]) holds, 16 bytes each (20 in a log with about
+/// as many places as allocations), the allocations
 /// still live from before the table last filled: when it fills again, they move there
 /// (see [`LiveAllocations::settle`]) instead of the table growing, as many as can go
 /// for a few copies of the tier's entries each. Most allocations die young and never move;

@@ -3,7 +3,8 @@
 //! The live-allocation table ([`crate::addr_map::AddrMap`]) is fast because it is mostly
 //! empty: a third full at most, so an entry of 24 bytes costs 72 to 144. Most of a big
 //! program's live allocations are old and rarely touched again, and those are kept here
-//! instead, 20 bytes each (see `live.rs` for when they move). A lookup here is slower
+//! instead, 16 or 20 bytes each (see `live.rs` for when they move, and for their
+//! values). A lookup here is slower
 //! than in the hash table, and the replay does one only when the hash table has no entry
 //! for the address: most such lookups are answered by one of two tests without touching
 //! the array — the address is above the last key, or a Bloom filter says it is absent —
@@ -11,7 +12,7 @@
 //! stay in cache) and then of one run of the array.
 //!
 //! The entries are two arrays (the keys' low halves, and the values) rather than one of
-//! key and value, which would be 24 bytes with the replay's 8-aligned 16-byte values.
+//! key and value, which would be 24 bytes with an 8-aligned value.
 //! Keys are sorted, so the entries whose keys share a high half are contiguous: those
 //! halves are kept once per such segment, and a heap's addresses fall in a few of them
 //! (each spans 4 GiB). The every-`STRIDE`th keys are kept whole, and tell whether a run
