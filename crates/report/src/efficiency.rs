@@ -175,8 +175,8 @@ pub(crate) fn build_with(l: &Loaded, heap: Option<&figures::DomainFigures>) -> E
     });
     contexts.truncate(limit);
 
-    // Containers live at the end, under the filters.
-    let mut containers: Vec<Container> = Vec::new();
+    // Containers live at the end, under the filters: (address, slot, stack, usage).
+    let mut live: Vec<(u64, u32, u32, Usage)> = Vec::new();
     let mut sites: HashMap<u32, (u64, u64, u64)> = HashMap::new();
     if heap_selected {
         for (addr, capacity, used, slot, stack) in state.live_containers() {
@@ -187,12 +187,7 @@ pub(crate) fn build_with(l: &Loaded, heap: Option<&figures::DomainFigures>) -> E
             s.0 += 1;
             s.1 = s.1.wrapping_add(used);
             s.2 = s.2.wrapping_add(capacity);
-            containers.push(Container {
-                address: format!("{addr:#x}"),
-                context: state.node_path(state.slots[slot as usize].node),
-                stack,
-                live: Usage::new(used, capacity),
-            });
+            live.push((addr, slot, stack, Usage::new(used, capacity)));
         }
     }
     // Sites at the heap's peak (not kept per thread: only without --thread).
@@ -238,14 +233,36 @@ pub(crate) fn build_with(l: &Loaded, heap: Option<&figures::DomainFigures>) -> E
         s.frames = frames(state, s.stack);
     }
 
-    containers.retain(|c| c.live.capacity_bytes >= sel.min_bytes);
+    let key = |u: &Usage| match sel.sort {
+        SortKey::Name => 0,
+        SortKey::Total | SortKey::Count => u.capacity_bytes,
+        SortKey::Bytes | SortKey::Instances => u.wasted_bytes,
+    };
+    live.retain(|c| c.3.capacity_bytes >= sel.min_bytes);
+    // Only the `limit` highest keys, and those that tie with the last of them, can be
+    // listed: the others are dropped before their context's path and address are
+    // written out (a program may hold millions of containers).
+    if live.len() > limit {
+        match limit.checked_sub(1) {
+            Some(last) => {
+                let (_, &mut (.., cut), _) = live.select_nth_unstable_by(last, |a, b| key(&b.3).cmp(&key(&a.3)));
+                let cut = key(&cut);
+                live.retain(|c| key(&c.3) >= cut);
+            }
+            None => live.clear(),
+        }
+    }
+    let mut containers: Vec<Container> = live
+        .into_iter()
+        .map(|(addr, slot, stack, usage)| Container {
+            address: format!("{addr:#x}"),
+            context: state.node_path(state.slots[slot as usize].node),
+            stack,
+            live: usage,
+        })
+        .collect();
     containers.sort_by(|a, b| {
-        let key = |c: &Container| match sel.sort {
-            SortKey::Name => 0,
-            SortKey::Total | SortKey::Count => c.live.capacity_bytes,
-            SortKey::Bytes | SortKey::Instances => c.live.wasted_bytes,
-        };
-        key(b).cmp(&key(a)).then_with(|| a.context.cmp(&b.context)).then_with(|| a.address.cmp(&b.address))
+        key(&b.live).cmp(&key(&a.live)).then_with(|| a.context.cmp(&b.context)).then_with(|| a.address.cmp(&b.address))
     });
     containers.truncate(limit);
 
@@ -377,5 +394,47 @@ impl Efficiency {
             let _ = writeln!(o, "\nsymbols: {}", s.text());
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loaded::{load, Progress};
+    use crate::select::ReportOptions;
+
+    /// The worst containers are those a sort of every live container would list first:
+    /// the cut before their texts are made keeps every tie that could be listed.
+    #[test]
+    fn the_worst_containers_are_those_a_whole_sort_lists() {
+        let log = crate::testlog::containers_log("worst-containers");
+        for sort in [SortKey::Bytes, SortKey::Count, SortKey::Name, SortKey::Instances, SortKey::Total] {
+            for limit in [1, 2, 5, 7, 20, 59, 60, 0] {
+                let mut args = ReportOptions::new(&log);
+                (args.sort, args.limit) = (Some(sort), Some(limit));
+                let loaded = load(&args, Progress::Hidden).expect("the log loads");
+                let state = loaded.state();
+                let key = |c: &Container| match sort {
+                    SortKey::Name => 0,
+                    SortKey::Total | SortKey::Count => c.live.capacity_bytes,
+                    SortKey::Bytes | SortKey::Instances => c.live.wasted_bytes,
+                };
+                let mut all: Vec<Container> = state
+                    .live_containers()
+                    .map(|(addr, capacity, used, slot, stack)| Container {
+                        address: format!("{addr:#x}"),
+                        context: state.node_path(state.slots[slot as usize].node),
+                        stack,
+                        live: Usage::new(used, capacity),
+                    })
+                    .collect();
+                assert_eq!(all.len(), 60);
+                all.sort_by(|a, b| {
+                    key(b).cmp(&key(a)).then_with(|| a.context.cmp(&b.context)).then_with(|| a.address.cmp(&b.address))
+                });
+                all.truncate(if limit == 0 { usize::MAX } else { limit });
+                assert_eq!(build(&loaded).containers, all, "sort {sort:?}, limit {limit}");
+            }
+        }
     }
 }

@@ -98,3 +98,37 @@ pub(crate) fn gpu_log(name: &str, gpu: bool) -> PathBuf {
     write_log(&path, &header(), &[(1, events)], Some(End { lost: 0, end_ns: 10_000 }));
     path
 }
+
+/// A log of 60 heap containers that report their usage, in the contexts `A`, `B` and `C`
+/// (one after the other), of three capacities and few distinct used sizes (so that
+/// sorting them ties often), at addresses whose hex texts sort otherwise than their
+/// values (`0x9f00` after `0x10000`).
+pub(crate) fn containers_log(name: &str) -> PathBuf {
+    let mut events = vec![
+        Event::Time { ns: 1_000 },
+        Event::DefineString { id: 1, text: "Kind".into() },
+        Event::DefineString { id: 2, text: "A".into() },
+        Event::DefineString { id: 3, text: "B".into() },
+        Event::DefineString { id: 4, text: "C".into() },
+        Event::DefineContextType { id: 1, name: 1 },
+    ];
+    let mut seq = 0;
+    for i in 0..60u64 {
+        seq += 2;
+        let addr = 0x9000 + i * 0x100;
+        events.push(Event::ContextPush { ty: 1, name: 2 + (i % 3) as u32, flags: 0 });
+        events.push(Event::Alloc {
+            seq,
+            domain: 0,
+            addr,
+            size: [64, 128, 256][(i % 7 % 3) as usize],
+            align_log2: 3,
+            stack: 0,
+        });
+        events.push(Event::Usage { seq: seq + 1, addr, used: [0, 32, 64][(i % 5 % 3) as usize] });
+        events.push(Event::ContextPop);
+    }
+    let path = temp_dir("report-unit").join(format!("{name}.mrl"));
+    write_log(&path, &header(), &[(1, events)], Some(End { lost: 0, end_ns: 10_000 }));
+    path
+}
