@@ -236,6 +236,8 @@ struct Tier {
     /// [`mixed`] place).
     places: Vec<u64>,
     place_ids: FxMap<u64, u32>,
+    /// The place packed last, and its index.
+    last_place: Option<(u64, u32)>,
     /// The values whole, once `compact` held too many places (then it is empty).
     whole: SortedMap<Packed>,
     is_whole: bool,
@@ -326,7 +328,7 @@ impl Tier {
             self.compact.absorb(&tiered);
             if self.places.len() > PLACES_LEAST.max(self.compact.len() / 8) {
                 let places = std::mem::take(&mut self.places);
-                self.place_ids = FxMap::default();
+                (self.place_ids, self.last_place) = (FxMap::default(), None);
                 self.whole = std::mem::take(&mut self.compact).map_values(|t| unpack(&places, t));
                 self.is_whole = true;
             }
@@ -346,12 +348,18 @@ impl Tier {
         if !p.is_live() {
             return Tiered { place: Packed::FREED, size_seq };
         }
+        // Neighbours in a batch (sorted by address) are often made by the same code.
+        if let Some(&(last, id)) = self.last_place.as_ref().filter(|l| l.0 == p.place) {
+            debug_assert_eq!(self.places[id as usize], last);
+            return Tiered { place: id, size_seq };
+        }
         let next = self.places.len() as u32;
         let place = *self.place_ids.entry(mixed(p.place)).or_insert(next);
         if place == next {
             // Fewer places than live allocations, and those fewer than 2³² - 1.
             self.places.push(p.place);
         }
+        self.last_place = Some((p.place, place));
         Tiered { place, size_seq }
     }
 }
@@ -600,8 +608,9 @@ impl LiveAllocations {
         self.map.retain_keeping_room(self.map.len() - (batch.len() - cut), |a, p| a < lowest || !long_lived(a, p));
         let mut moving = batch.split_off(cut);
         // An address moving may have a dead entry in the tier (it was allocated again
-        // since it moved there): that entry takes the allocation in place.
-        moving.retain(|&(addr, p)| match self.old.find(addr) {
+        // since it moved there): that entry takes the allocation in place. (None has
+        // while the tier has no ended entry, as while a program builds its data.)
+        moving.retain(|&(addr, p)| match (self.old_ended > 0).then(|| self.old.find(addr)).flatten() {
             Some(i) => {
                 debug_assert!(self.old.get(i).is_dead(), "the table's entry counts");
                 self.old.set(i, p);
