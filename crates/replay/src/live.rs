@@ -166,18 +166,18 @@ pub(crate) enum Freed {
 /// next allocation there takes over, so the table rarely fills.
 ///
 /// **The sorted tier** (`old`, a [`Tier`]) holds, 16 bytes each (20 in a log with about
-/// as many places as allocations), the allocations
-/// still live from before the table last filled: when it fills again, they move there
-/// (see [`LiveAllocations::settle`]) instead of the table growing, as many as can go
-/// for a few copies of the tier's entries each. Most allocations die young and never move;
-/// those that move are the program's long-lived data, which a big program holds millions
-/// of. An address the hash table has no entry for is looked up in the tier, which
-/// answers most such lookups without reading its array. A free there marks the entry a
-/// tombstone in place, and an allocation at an address the tier holds marks its entry
-/// dead ([`Packed::DEAD`]): the hash table's entry is the one that counts, and takes
-/// the dead entry's place if it moves there too. Dead entries and tombstones older than
-/// [`FREED_REMEMBERED`] frees are dropped by a pass over the tier at a move, once they
-/// are a sixteenth of it more than the last pass kept.
+/// as many places as allocations), the allocations still live from before the table
+/// last filled: when it fills again, they move there (see [`LiveAllocations::settle`])
+/// instead of the table growing, as many as can go for a few copies of the tier's
+/// entries each. Most allocations die young and never move; those that move are the
+/// program's long-lived data, which a big program holds millions of. An address the
+/// hash table has no entry for is looked up in the tier, which answers most such lookups
+/// without reading its array. A free there marks the entry a tombstone in place, and an
+/// allocation at an address the tier holds marks its entry dead ([`Packed::DEAD`]): the
+/// hash table's entry is the one that counts, and takes the dead entry's place if it
+/// moves there too. Dead entries and tombstones older than [`FREED_REMEMBERED`] frees
+/// are dropped by a pass over the tier at a move, once they are a sixteenth of it more
+/// than the last pass kept.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LiveAllocations {
     pub(crate) map: AddrMap<Packed>,
