@@ -29,6 +29,7 @@
 //! longer wants are dropped ([`SortedMap::retain`], a pass of its own). The caller sizes
 //! its batches so that these passes are cheap per entry added.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// A lookup finds its run by the first key of every `STRIDE`th entry.
@@ -92,12 +93,16 @@ impl<V: Clone> Clone for SortedMap<V> {
     }
 }
 
+/// Each segment of `highs` (of `len` entries in all): its entries' indices, and their
+/// keys' high half.
+fn segments(highs: &[Segment], len: usize) -> impl Iterator<Item = (Range<usize>, u32)> + Clone + '_ {
+    highs.iter().enumerate().map(move |(s, g)| (g.start..highs.get(s + 1).map_or(len, |n| n.start), g.high))
+}
+
 /// Every key of the entries `lows` and `highs` describe, in order.
-fn keys<'a>(lows: &'a [u32], highs: &'a [Segment]) -> impl Iterator<Item = u64> + 'a {
-    highs.iter().enumerate().flat_map(move |(s, g)| {
-        let end = highs.get(s + 1).map_or(lows.len(), |n| n.start);
-        lows[g.start..end].iter().map(move |&low| u64::from(g.high) << 32 | u64::from(low))
-    })
+fn keys<'a>(lows: &'a [u32], highs: &'a [Segment]) -> impl Iterator<Item = u64> + Clone + 'a {
+    segments(highs, lows.len())
+        .flat_map(move |(r, high)| lows[r].iter().map(move |&low| u64::from(high) << 32 | u64::from(low)))
 }
 
 impl<V: Copy> SortedMap<V> {
@@ -208,10 +213,9 @@ impl<V: Copy> SortedMap<V> {
     pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
         let mut highs = Vec::with_capacity(self.highs.len());
         let mut w = 0;
-        for (s, g) in self.highs.iter().enumerate() {
-            let end = self.highs.get(s + 1).map_or(self.lows.len(), |n| n.start);
+        for (entries, high) in segments(&self.highs, self.lows.len()) {
             let start = w;
-            for r in g.start..end {
+            for r in entries {
                 if keep(&self.values[r]) {
                     self.lows[w] = self.lows[r];
                     self.values[w] = self.values[r];
@@ -219,7 +223,7 @@ impl<V: Copy> SortedMap<V> {
                 }
             }
             if w > start {
-                highs.push(Segment { start, high: g.high });
+                highs.push(Segment { start, high });
             }
         }
         self.lows.truncate(w);
@@ -324,22 +328,17 @@ impl<V: Copy> SortedMap<V> {
         // The runs that start below the untouched entries' end keep their first keys.
         self.firsts.truncate(untouched.div_ceil(STRIDE));
         let from = self.firsts.len() * STRIDE;
-        for (s, g) in self.highs.iter().enumerate() {
-            let end = self.highs.get(s + 1).map_or(self.lows.len(), |n| n.start);
-            let (high, lows) = (u64::from(g.high) << 32, &self.lows);
-            let start = g.start.max(from).next_multiple_of(STRIDE);
-            self.firsts.extend((start..end).step_by(STRIDE).map(|i| high | u64::from(lows[i])));
+        for (entries, high) in segments(&self.highs, self.lows.len()) {
+            let (high, lows) = (u64::from(high) << 32, &self.lows);
+            let start = entries.start.max(from).next_multiple_of(STRIDE);
+            self.firsts.extend((start..entries.end).step_by(STRIDE).map(|i| high | u64::from(lows[i])));
         }
         self.last = self.lows.last().zip(self.highs.last()).map(|(&low, g)| u64::from(g.high) << 32 | u64::from(low));
         if !self.filter.fits(m) {
             // The old filter goes first: both at once would be a peak of their own.
             self.filter = Filter::default();
             self.filter = Filter::for_keys(self.lows.len());
-            for (s, g) in self.highs.iter().enumerate() {
-                let end = self.highs.get(s + 1).map_or(self.lows.len(), |n| n.start);
-                let high = u64::from(g.high) << 32;
-                self.filter.add_all(self.lows[g.start..end].iter().map(|&low| high | u64::from(low)));
-            }
+            self.filter.add_all(keys(&self.lows, &self.highs));
         } else {
             self.filter.add_all(batch.iter().map(|e| e.0));
         }
