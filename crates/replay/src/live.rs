@@ -598,15 +598,16 @@ impl LiveAllocations {
         if batch.len() < least {
             return false;
         }
-        batch.sort_unstable_by_key(|e| e.0);
+        crate::sorted_map::sort_by_key(&mut batch);
         let Some(cut) = self.cut(&batch, least) else { return false };
-        let lowest = batch[cut].0;
         #[cfg(test)]
         {
             self.moves.cut += usize::from(cut > 0);
         }
-        self.map.retain_keeping_room(self.map.len() - (batch.len() - cut), |a, p| a < lowest || !long_lived(a, p));
         let mut moving = batch.split_off(cut);
+        for &(addr, _) in &moving {
+            self.map.remove(addr);
+        }
         // An address moving may have a dead entry in the tier (it was allocated again
         // since it moved there): that entry takes the allocation in place. (None has
         // while the tier has no ended entry, as while a program builds its data.)
@@ -716,27 +717,42 @@ impl LiveAllocations {
 }
 
 /// Live heap allocations that `owner_of` cannot find by probing back from an address
-/// (see [`indexed`]), for attaches to interior pointers. Attaches are rare and
-/// allocations many, so an allocation only appends its address here and a free does
-/// nothing: the live map is the truth, and the index is sorted and cleaned of addresses
-/// no longer live (or no longer indexed) when an attach asks, or when it has grown to
-/// twice what it held after the last cleaning (so its memory stays proportional to the
-/// live allocations).
+/// (see [`indexed`]), for attaches to interior pointers. Most logs have no attaches, so
+/// the index is built only at the first lookup, from the live allocations, and kept from
+/// then on. Attaches are rare and allocations many, so an allocation only appends its
+/// address here and a free does nothing: the live map is the truth, and the index is
+/// sorted and cleaned of addresses no longer live (or no longer indexed) when an attach
+/// asks, or when it has grown to twice what it held after the last cleaning (so its
+/// memory stays proportional to the live allocations).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InteriorIndex {
     /// Sorted and clean as of the last cleaning.
     pub(crate) sorted: Vec<u64>,
     /// Appended since.
     pub(crate) pending: Vec<u64>,
+    /// Whether the index is built (at the first lookup) and kept.
+    built: bool,
 }
 
 impl InteriorIndex {
-    #[inline]
-    pub(crate) fn add(&mut self, addr: u64, heap: &LiveAllocations) {
-        self.pending.push(addr);
-        if self.pending.len() >= (2 * self.sorted.len()).max(4096) {
-            self.clean(heap);
+    /// A heap allocation was made at `addr` (already in `heap`).
+    #[inline(always)]
+    pub(crate) fn add(&mut self, addr: u64, size: u64, heap: &LiveAllocations) {
+        if self.built && indexed(addr, size) {
+            self.pending.push(addr);
+            if self.pending.len() >= (2 * self.sorted.len()).max(4096) {
+                self.clean(heap);
+            }
         }
+    }
+
+    /// Builds the index from `heap`'s live allocations, for the first lookup.
+    #[cold]
+    fn build(&mut self, heap: &LiveAllocations) {
+        self.sorted = heap.iter().filter(|&(a, l)| indexed(a, l.size)).map(|(a, _)| a).collect();
+        self.sorted.sort_unstable();
+        self.pending.clear();
+        self.built = true;
     }
 
     #[inline(never)]
@@ -749,6 +765,9 @@ impl InteriorIndex {
 
     /// The live indexed allocation containing `addr`.
     pub(crate) fn find(&mut self, addr: u64, heap: &LiveAllocations) -> Option<Live> {
+        if !self.built {
+            self.build(heap);
+        }
         if !self.pending.is_empty() {
             self.clean(heap);
         }

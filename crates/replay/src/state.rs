@@ -23,7 +23,7 @@
 use memreplay_format::{context_flags, Event, Part, Record, RecordKind, Records, ResourceDesc, HEAP_DOMAIN};
 
 use super::ids::{DomIndex, FxMap, NodeId, ROOT};
-use super::live::{indexed, Freed, InteriorIndex, Live, LiveAllocations, Packed, BIG};
+use super::live::{Freed, InteriorIndex, Live, LiveAllocations, Packed, BIG};
 use super::model::{
     Anomalies, AtPeak, CallsBeforeStart, DomainInfo, DomainTotals, FrameMark, Held, LabelSnapshots, Marker,
     ModuleRecord, Node, Peak, PointsHeld, ReplayOptions, Site, Slot, ThreadState, MAX_CONTEXT_DEPTH,
@@ -102,8 +102,8 @@ pub struct ReplayState {
     pub(crate) live: Vec<LiveAllocations>,
     /// Bytes used of the live heap allocations that reported their usage.
     pub(crate) used: FxMap<u64, u64>,
-    /// Live heap allocations for which [`indexed`] holds, by address, for attaches to
-    /// interior pointers (the others are found by probing back from the address).
+    /// Live heap allocations for which [`indexed`](super::live::indexed) holds, by address, for
+    /// attaches to interior pointers (the others are found by probing back from the address).
     pub(crate) big: InteriorIndex,
     pub(crate) current_frame: Option<u64>,
     pub(crate) last_label: Option<u32>,
@@ -541,8 +541,8 @@ impl ReplayState {
             self.anomalies.overlapping_allocs += 1;
             self.release(dom, addr, old, None);
         }
-        if domain == HEAP_DOMAIN && indexed(addr, size) {
-            self.big.add(addr, &self.live[dom.get()]);
+        if domain == HEAP_DOMAIN {
+            self.big.add(addr, size, &self.live[dom.get()]);
         }
         // Each table is indexed once (every index is a bounds check and an address).
         let d = &mut self.domains[dom.get()];
@@ -805,9 +805,9 @@ mod tests {
         Live { size, seq: 1, slot: 0, site: 0, usage_reported: false }
     }
 
-    /// The lazily cleaned interior-pointer index finds the live big allocation that
-    /// contains an address, after frees and after addresses are allocated again as small
-    /// blocks, and stays bounded by the live ones.
+    /// The lazily built and cleaned interior-pointer index finds the live big allocation
+    /// that contains an address, after frees and after addresses are allocated again as
+    /// small blocks, and stays bounded by the live ones.
     #[test]
     fn interior_pointers_find_their_big_allocation_after_churn() {
         let mut heap = LiveAllocations::default();
@@ -819,11 +819,15 @@ mod tests {
                     heap.free(addr(i));
                 } else if (i + round) % 5 == 0 {
                     heap.insert(addr(i), live(64));
+                    index.add(addr(i), 64, &heap);
                 } else {
                     heap.insert(addr(i), live(8192));
-                    index.add(addr(i), &heap);
+                    index.add(addr(i), 8192, &heap);
                 }
             }
+            // Nothing is kept before the first lookup, which builds the index from the
+            // live allocations (round 0); later rounds find what was added since.
+            assert_eq!(index.sorted.len() + index.pending.len() == 0, round == 0);
             for i in 0..10_000u64 {
                 let want = heap.get(addr(i)).filter(|l| l.size == 8192).map(|l| l.size);
                 assert_eq!(index.find(addr(i) + 100, &heap).map(|l| l.size), want, "block {i}, round {round}");
