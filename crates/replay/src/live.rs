@@ -195,6 +195,11 @@ pub(crate) struct LiveAllocations {
     /// the allocations before that outlived a filling.
     latest: u64,
     filled_at: u64,
+    /// Whether a lookup announced ahead loads the tier's filter line too (see
+    /// [`LiveAllocations::review_prefetch`]), and the lookups since the last review
+    /// that the hash table sent on to the tier's filter.
+    prefetch_tier: bool,
+    tier_lookups: u64,
     /// What the moves did, for the tests.
     #[cfg(test)]
     moves: MoveCounts,
@@ -220,6 +225,12 @@ const SETTLE_LEAST: usize = if cfg!(test) { 1 << 10 } else { 1 << 14 };
 /// allocations below the cut that keeps to this bound stay in the table (see
 /// [`LiveAllocations::cut`]).
 const SETTLE_SHARE: usize = 16;
+
+/// The tier's prefetch is reviewed every this many frees...
+const PREFETCH_REVIEW: u64 = 1 << 12;
+/// ... and kept on while lookups that read the tier's filter were at least one in this
+/// many of them.
+const PREFETCH_SHARE: u64 = 32;
 
 /// The sorted tier. While the places of its allocations (slot, site and usage flag) are
 /// few against its entries, as in most programs (a place per callstack and context, a
@@ -274,6 +285,15 @@ impl Tier {
         match self.is_whole {
             false => self.compact.find(addr),
             true => self.whole.find(addr),
+        }
+    }
+
+    /// Whether a lookup of `addr` reads the filter (see [`SortedMap::covers`]).
+    #[inline(always)]
+    fn covers(&self, addr: u64) -> bool {
+        match self.is_whole {
+            false => self.compact.covers(addr),
+            true => self.whole.covers(addr),
         }
     }
 
@@ -485,6 +505,7 @@ impl LiveAllocations {
     /// tier, if any, is marked dead; returns the allocation that was live there.
     #[inline(always)]
     fn kill_old(&mut self, addr: u64) -> Option<Live> {
+        self.tier_lookups += u64::from(self.old.covers(addr));
         let i = self.old.find(addr)?;
         let p = self.old.get(i);
         self.old.set(i, Packed::DEAD);
@@ -495,6 +516,9 @@ impl LiveAllocations {
     #[inline(always)]
     pub(crate) fn free(&mut self, addr: u64) -> Freed {
         self.frees += 1;
+        if self.frees % PREFETCH_REVIEW == 0 {
+            self.review_prefetch();
+        }
         self.make_room();
         if addr == 0 {
             return self.free_at_zero();
@@ -510,6 +534,7 @@ impl LiveAllocations {
             self.freed += 1;
             return Freed::Live(live);
         }
+        self.tier_lookups += u64::from(self.old.covers(addr));
         if let Some(j) = self.old.find(addr) {
             let p = self.old.get(j);
             if p.is_live() {
@@ -662,7 +687,24 @@ impl LiveAllocations {
     #[inline(always)]
     pub(crate) fn prefetch(&self, addr: u64) {
         self.map.prefetch(addr);
-        self.old.prefetch(addr);
+        if self.prefetch_tier {
+            self.old.prefetch(addr);
+        }
+    }
+
+    /// Whether lookups announced ahead load the tier's filter line as well as the hash
+    /// table's slot: only while the lookups that the table sends on to the filter are at
+    /// least a [`PREFETCH_SHARE`]th of the frees. Where the tier is rarely read (a
+    /// game's level data, held until the level ends), the prefetch is a hash of every
+    /// address for nothing (on the replay benchmark's log, 1.5 % of all the replay's
+    /// instructions); where it is read (a program tearing its data down, or building it
+    /// in holes below the tier), the filter's line is a cache miss that the prefetch
+    /// hides. Reviewed at frees only, which the replay loop counts anyway.
+    #[cold]
+    #[inline(never)]
+    fn review_prefetch(&mut self) {
+        self.prefetch_tier = self.tier_lookups * PREFETCH_SHARE >= PREFETCH_REVIEW;
+        self.tier_lookups = 0;
     }
 
     #[inline]
@@ -876,6 +918,38 @@ mod tests {
         let m = answers_as_the_hash_table_would(1_600_000, u64::MAX, grown, short);
         assert!(m.old.is_whole && m.old.compact.len() == 0, "a place per allocation: values kept whole");
         assert!(m.moves.cut > 0 && m.moves.passes > 0, "some moves left the lowest blocks: {:?}", m.moves);
+    }
+
+    /// The tier's filter is prefetched while lookups reach the tier, and not while the
+    /// hash table answers them.
+    #[test]
+    fn the_tier_is_prefetched_only_while_it_is_read() {
+        let mut m = LiveAllocations::default();
+        let live = |seq| Live { size: 32, seq, slot: 1, site: 2, usage_reported: false };
+        let long_lived: Vec<u64> = (0..200_000u64).map(|i| 0x5500_0000_0000 + i * 32).collect();
+        let mut seq = 0;
+        for &addr in &long_lived {
+            seq += 1;
+            m.insert(addr, live(seq));
+        }
+        assert!(m.old.len() > 100_000, "most moved to the tier");
+        // Churn at a few addresses: the hash table answers every lookup.
+        for i in 0..4 * PREFETCH_REVIEW {
+            seq += 1;
+            let addr = 0x7f00_0000_0000 + (i % 64) * 16;
+            m.insert(addr, live(seq));
+            m.free(addr);
+        }
+        assert!(!m.prefetch_tier, "the table answers");
+        // Tear the long-lived data down: nearly every free looks in the tier.
+        let mut freed = 0;
+        for &addr in &long_lived {
+            freed += usize::from(matches!(m.free(addr), Freed::Live(_)));
+            if freed == 2 * PREFETCH_REVIEW as usize {
+                assert!(m.prefetch_tier, "the tier is read");
+            }
+        }
+        assert_eq!(freed, long_lived.len());
     }
 
     /// Random operations on `LiveAllocations` against a reference of live and freed

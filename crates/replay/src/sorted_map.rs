@@ -118,6 +118,13 @@ impl<V: Copy> SortedMap<V> {
         (entries + index + self.filter.blocks.capacity() * 64) as u64
     }
 
+    /// Whether a lookup of `key` reads more than the map's own fields: the key is not
+    /// above the last one.
+    #[inline(always)]
+    pub fn covers(&self, key: u64) -> bool {
+        self.last.is_some_and(|last| key <= last)
+    }
+
     /// The index of `key`'s entry.
     #[inline(always)]
     pub fn find(&self, key: u64) -> Option<usize> {
@@ -131,10 +138,9 @@ impl<V: Copy> SortedMap<V> {
     /// soon.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        if !self.filter.blocks.is_empty() {
-            let (b, _) = self.filter.bits(key);
-            crate::addr_map::prefetch_line(self.filter.blocks.as_ptr().wrapping_add(b));
-        }
+        // No test for an empty filter: its block is then 0 of a dangling pointer, and a
+        // prefetch of any address is harmless.
+        crate::addr_map::prefetch_line(self.filter.blocks.as_ptr().wrapping_add(self.filter.block(key)));
     }
 
     #[inline(never)]
@@ -415,9 +421,17 @@ impl Filter {
         !self.blocks.is_empty() && self.added + more <= self.most
     }
 
-    /// The key's block and its four bits there: the block from the hash's top 28 bits
-    /// (scaled to the number of blocks, which need not be a power of two: a filter has
-    /// far fewer than 2²⁸), each bit from 9 of its low 36.
+    /// The key's block: the top 28 bits of a Fibonacci hash (one multiply: the replay
+    /// computes it ahead of lookups to load the line, see [`SortedMap::prefetch`]),
+    /// scaled to the number of blocks (which need not be a power of two: a filter has
+    /// far fewer than 2²⁸).
+    #[inline(always)]
+    fn block(&self, key: u64) -> usize {
+        (((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 36) * self.blocks.len() as u64) >> 28) as usize
+    }
+
+    /// The key's block and its four bits there, each from 9 bits of a second hash
+    /// (a full mix: all of the key's bits in each).
     #[inline(always)]
     fn bits(&self, key: u64) -> (usize, [u32; 4]) {
         let mut h = key ^ (key >> 31);
@@ -425,8 +439,7 @@ impl Filter {
         h ^= h >> 27;
         h = h.wrapping_mul(0x81da_def4_bc2d_d44d);
         h ^= h >> 33;
-        let block = (((h >> 36) * self.blocks.len() as u64) >> 28) as usize;
-        (block, [h as u32 & 511, (h >> 9) as u32 & 511, (h >> 18) as u32 & 511, (h >> 27) as u32 & 511])
+        (self.block(key), [h as u32 & 511, (h >> 9) as u32 & 511, (h >> 18) as u32 & 511, (h >> 27) as u32 & 511])
     }
 
     /// Adds every key; each key's block is loaded 16 keys before its bits are set, so

@@ -537,9 +537,7 @@ impl ReplayState {
         // the replay benchmark's 2 M-event log (its inlined code grew), this adds 3 M.
         self.anomalies.impossible_sizes += u64::from(addr.overflowing_add(size).1);
         if let Some(old) = old {
-            // The log says the address was live: drop the older allocation's figures.
-            self.anomalies.overlapping_allocs += 1;
-            self.release(dom, addr, old, None);
+            self.replaced(dom, addr, old);
         }
         if domain == HEAP_DOMAIN {
             self.big.add(addr, size, &self.live[dom.get()]);
@@ -592,6 +590,16 @@ impl ReplayState {
             Freed::Again => self.anomalies.double_frees += 1,
             Freed::Unknown => self.anomalies.untracked_frees += 1,
         }
+    }
+
+    /// The log allocated `addr` while it was live: the older allocation's figures go.
+    /// Out of line: rare, and [`ReplayState::release`] inlined a second time into the
+    /// replay loop made the compiler keep fewer of its values in registers.
+    #[cold]
+    #[inline(never)]
+    fn replaced(&mut self, dom: DomIndex, addr: u64, old: Live) {
+        self.anomalies.overlapping_allocs += 1;
+        self.release(dom, addr, old, None);
     }
 
     /// Takes a no-longer-live allocation out of every figure: freed (`by` whom), or
