@@ -13,7 +13,7 @@
 //! call `replay-cli summarize` makes, symbolication included) and `heaptrack_print` read
 //! the logs, each in a fresh child process whose peak RSS (`wait4`'s `ru_maxrss`) is
 //! measured. Printed per scale: live allocations at the heap's peak, events, log size in
-//! bytes per event, and both analyzers' peak RSS (ours also with `--no-symbols`: heaptrack
+//! bytes per event (also of a second recording with zstd blocks), and both analyzers' peak RSS (ours also with `--no-symbols`: heaptrack
 //! resolves symbols while it records, so `heaptrack_print` has none to load); then, from
 //! the two scales, each analyzer's bytes per live allocation (the slope) and its fixed
 //! part (the intercept).
@@ -64,6 +64,8 @@ struct Figures {
     /// The same without symbolication (`--no-symbols`): the replay and the report alone.
     ours_rss_unnamed: u64,
     ours_bytes: u64,
+    /// The same program's log with zstd blocks (`compression=zstd`, level 1).
+    ours_bytes_zstd: u64,
     ours_s: f64,
     heaptrack: Option<(u64, u64, f64)>,
 }
@@ -72,7 +74,7 @@ fn measure(scale: u64, dir: &Path) -> Figures {
     let exe = std::env::current_exe().expect("own path");
     let log = dir.join(format!("program-{scale}.mrl"));
     let (_, out) = run_measured(Command::new(&exe).args(["--program", &scale.to_string()]).env("MEMREPLAY_LOG", &log));
-    let _values: u64 = out.trim().parse().expect("the program's count");
+    let values: u64 = out.trim().parse().expect("the program's count");
     let t = Instant::now();
     let (ours_rss, summary) = run_measured(Command::new(&exe).args(["--summarize", &log.display().to_string()]));
     let ours_s = t.elapsed().as_secs_f64();
@@ -81,6 +83,15 @@ fn measure(scale: u64, dir: &Path) -> Figures {
     let live = heap["peak"]["count"].as_u64().expect("peak count");
     let events = v["capture"]["events"].as_u64().expect("events");
     let ours_bytes = std::fs::metadata(&log).map_or(0, |m| m.len());
+    let zstd_log = dir.join(format!("program-{scale}-zstd.mrl"));
+    let (_, out) = run_measured(
+        Command::new(&exe)
+            .args(["--program", &scale.to_string()])
+            .env("MEMREPLAY_LOG", &zstd_log)
+            .env("MEMREPLAY_OPTIONS", "compression=zstd"),
+    );
+    assert_eq!(out.trim().parse::<u64>().expect("the program's count"), values);
+    let ours_bytes_zstd = std::fs::metadata(&zstd_log).map_or(0, |m| m.len());
     let (ours_rss_unnamed, _) =
         run_measured(Command::new(&exe).args(["--summarize", &log.display().to_string(), "--no-symbols"]));
     let heaptrack = which("heaptrack").and(which("heaptrack_print")).map(|_| {
@@ -104,7 +115,7 @@ fn measure(scale: u64, dir: &Path) -> Figures {
         let (rss, _) = run_measured(Command::new("heaptrack_print").arg(&file).stdout(Stdio::null()));
         (rss, std::fs::metadata(&file).map_or(0, |m| m.len()), t.elapsed().as_secs_f64())
     });
-    Figures { live, events, ours_rss, ours_rss_unnamed, ours_bytes, ours_s, heaptrack }
+    Figures { live, events, ours_rss, ours_rss_unnamed, ours_bytes, ours_bytes_zstd, ours_s, heaptrack }
 }
 
 fn which(tool: &str) -> Option<PathBuf> {
@@ -149,11 +160,12 @@ fn main() {
     for &scale in &scales {
         let f = measure(scale, &dir);
         println!(
-            "scale {scale}: {} live allocations at the heap's peak, {} events; memreplay: log {:.2} B/event, \
-             summarize {:.1} MiB peak RSS in {:.2} s ({:.1} MiB with --no-symbols)",
+            "scale {scale}: {} live allocations at the heap's peak, {} events; memreplay: log {:.2} B/event \
+             ({:.2} with zstd blocks), summarize {:.1} MiB peak RSS in {:.2} s ({:.1} MiB with --no-symbols)",
             f.live,
             f.events,
             f.ours_bytes as f64 / f.events as f64,
+            f.ours_bytes_zstd as f64 / f.events as f64,
             mib(f.ours_rss),
             f.ours_s,
             mib(f.ours_rss_unnamed)
@@ -187,11 +199,12 @@ fn main() {
         let s = slope(ha.0, hb.0);
         println!(
             "heaptrack_print:     {s:.1} B per live allocation + {:.1} MiB fixed ({:.1} B per live allocation all told); \
-             memreplay/heaptrack peak RSS {:.2}x, log size {:.2}x",
+             memreplay/heaptrack peak RSS {:.2}x, log size {:.2}x ({:.2}x with zstd blocks)",
             fixed(ha.0, s) / (1 << 20) as f64,
             hb.0 as f64 / b.live as f64,
             b.ours_rss as f64 / hb.0 as f64,
-            b.ours_bytes as f64 / hb.1 as f64
+            b.ours_bytes as f64 / hb.1 as f64,
+            b.ours_bytes_zstd as f64 / hb.1 as f64
         );
     }
     if arg("--keep").is_none() {

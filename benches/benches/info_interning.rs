@@ -635,6 +635,9 @@ struct Totals {
     raw: u64,
     /// Stored payloads and their frames: the blocks' bytes in a file.
     stored: u64,
+    /// The same with each payload compressed by zstd at level 1 (format 1.4's method 2)
+    /// instead of LZ4, when that is smaller.
+    stored_zstd: u64,
     blocks: u64,
     lookups: Lookups,
 }
@@ -645,8 +648,15 @@ impl Totals {
         let lz4 = lz4_flex::block::compress(payload).len();
         self.raw += payload.len() as u64;
         self.stored += (FRAME_LEN + lz4.min(payload.len())) as u64;
+        self.stored_zstd += zstd_stored(payload);
         self.blocks += 1;
     }
+}
+
+/// A block of `payload` as a writer that chose zstd (level 1) stores it, frame included.
+fn zstd_stored(payload: &[u8]) -> u64 {
+    let zstd = zstd::bulk::compress(payload, 1).expect("zstd compresses any payload").len();
+    (FRAME_LEN + zstd.min(payload.len())) as u64
 }
 
 /// A log's events, stream by stream, in stream order; streams in order of their first
@@ -705,6 +715,7 @@ fn as_written(streams: &[Vec<&Event>], block: usize) -> Totals {
                 check_round_trip(Naming::Inline, &decoded, &events[first..=i]);
                 model_totals.block(&model.buf);
                 totals.raw += real.len() as u64;
+                totals.stored_zstd += zstd_stored(real.payload());
                 framed.frame(thread as u32, &mut real).expect("a block below the largest a reader takes");
                 totals.stored += framed.len() as u64;
                 totals.blocks += 1;
@@ -805,51 +816,70 @@ fn measure(path: &Path, block: usize) -> Result<(), String> {
     let v1 = as_written(&streams, block);
     let rows: Vec<(Naming, Totals)> = NAMINGS.iter().map(|&n| (n, modelled(&streams, n, block))).collect();
     let hit_rate = |t: &Totals| 100.0 * t.lookups.hits as f64 / (t.lookups.hits + t.lookups.misses).max(1) as f64;
-    println!("  re-encoded in blocks closed at {block} bytes (stored = LZ4 payloads + 48-byte frames, as on disk):");
     println!(
-        "    {:<34} {:>8} {:>11} {:>14} {:>7} {:>10} {:>13}",
-        "encoding", "hit rate", "raw B/event", "stored B/event", "raw/1.x", "stored/1.x", "DEFINE_INFO B"
+        "  re-encoded in blocks closed at {block} bytes (stored = LZ4 payloads + 48-byte frames, as on disk; zstd = \
+         the same blocks with zstd level 1 payloads, format 1.4):"
     );
     println!(
-        "    {:<34} {:>8} {:>11.3} {:>14.3} {:>7.3} {:>10.3} {:>13}",
+        "    {:<34} {:>8} {:>11} {:>14} {:>7} {:>10} {:>12} {:>9} {:>13}",
+        "encoding",
+        "hit rate",
+        "raw B/event",
+        "stored B/event",
+        "raw/1.x",
+        "stored/1.x",
+        "zstd B/event",
+        "zstd/1.x",
+        "DEFINE_INFO B"
+    );
+    println!(
+        "    {:<34} {:>8} {:>11.3} {:>14.3} {:>7.3} {:>10.3} {:>12.3} {:>9.3} {:>13}",
         "1.x as written (EventEncoder)",
         "-",
         per(v1.raw),
         per(v1.stored),
         1.0,
         1.0,
+        per(v1.stored_zstd),
+        1.0,
         "-"
     );
     for (naming, t) in &rows {
         println!(
-            "    {:<34} {:>7.1}% {:>11.3} {:>14.3} {:>7.3} {:>10.3} {:>13}",
+            "    {:<34} {:>7.1}% {:>11.3} {:>14.3} {:>7.3} {:>10.3} {:>12.3} {:>9.3} {:>13}",
             naming.label(),
             hit_rate(t),
             per(t.raw),
             per(t.stored),
             t.raw as f64 / v1.raw as f64,
             t.stored as f64 / v1.stored as f64,
+            per(t.stored_zstd),
+            t.stored_zstd as f64 / v1.stored_zstd as f64,
             t.lookups.define_bytes
         );
     }
     println!(
-        "STATS info_interning/v1 events={events} raw_bytes_per_event={:.3} stored_bytes_per_event={:.3} blocks={} \
-         file_bytes_per_event={:.3}",
+        "STATS info_interning/v1 events={events} raw_bytes_per_event={:.3} stored_bytes_per_event={:.3} \
+         zstd_bytes_per_event={:.3} blocks={} file_bytes_per_event={:.3}",
         per(v1.raw),
         per(v1.stored),
+        per(v1.stored_zstd),
         v1.blocks,
         per(file)
     );
     for (naming, t) in &rows {
         println!(
             "STATS info_interning/{} hit_rate={:.2} raw_bytes_per_event={:.3} stored_bytes_per_event={:.3} \
-             raw_ratio={:.4} stored_ratio={:.4} define_info_bytes={} blocks={}",
+             raw_ratio={:.4} stored_ratio={:.4} zstd_bytes_per_event={:.3} zstd_ratio={:.4} define_info_bytes={} \
+             blocks={}",
             naming.key(),
             hit_rate(t),
             per(t.raw),
             per(t.stored),
             t.raw as f64 / v1.raw as f64,
             t.stored as f64 / v1.stored as f64,
+            per(t.stored_zstd),
+            t.stored_zstd as f64 / v1.stored_zstd as f64,
             t.lookups.define_bytes,
             t.blocks
         );

@@ -7,7 +7,8 @@
 //! It runs `DEPTH` (24) calls deep, so 16-frame callstacks are full. It runs once without
 //! recording (the baseline: time and memory of the workload itself), then recording with
 //! 16-frame callstacks (the configuration of the ≤ 4 bytes/event target), without
-//! callstacks, and with free callstacks too. Then a saturation run: a tight loop of
+//! callstacks, and with free callstacks too; the first two also with zstd blocks
+//! (`_zstd`, `compression=zstd`: level 1) instead of LZ4. Then a saturation run: a tight loop of
 //! 64-byte pairs as fast as possible (4 M events), where the writer is the bottleneck.
 //! Then 400 threads, started one after another (`threads_*`) or four at a time
 //! (`threads4_*`), each making 20 000 pairs (16 M events): the recorder's memory must not
@@ -34,7 +35,7 @@ use std::collections::VecDeque;
 use std::hint::black_box;
 use std::time::Instant;
 
-use memreplay::Config;
+use memreplay::{Config, PayloadCompression};
 use memreplay_benches::{
     at_depth, game_size, global_pair, layout, process_cpu_ns, reset_peak_rss, rss, stack_depths, temp_log, Rng, DEPTH,
 };
@@ -166,6 +167,13 @@ fn stacks16(c: Config) -> Config {
 fn nostack(c: Config) -> Config {
     c.callstacks(false).usage_changes(false)
 }
+/// The same with blocks compressed by zstd at level 1 (`compression=zstd`).
+fn stacks16_zstd(c: Config) -> Config {
+    stacks16(c).compression(PayloadCompression::Zstd { level: 1 })
+}
+fn nostack_zstd(c: Config) -> Config {
+    nostack(c).compression(PayloadCompression::Zstd { level: 1 })
+}
 fn stacks16_free(c: Config) -> Config {
     stacks16(c).free_callstacks(true)
 }
@@ -238,13 +246,16 @@ fn stacks16_writer_encodes(c: Config) -> Config {
     stacks16(c).encoder_threads(1)
 }
 
-const SETUPS: [Setup; 26] = [
+const SETUPS: [Setup; 29] = [
     Setup { name: "workload_baseline", config: None, work: workload },
     Setup { name: "workload_stack16", config: Some(stacks16), work: workload },
+    Setup { name: "workload_stack16_zstd", config: Some(stacks16_zstd), work: workload },
     Setup { name: "workload_nostack", config: Some(nostack), work: workload },
+    Setup { name: "workload_nostack_zstd", config: Some(nostack_zstd), work: workload },
     Setup { name: "workload_stack16_free", config: Some(stacks16_free), work: workload },
     Setup { name: "saturation_baseline", config: None, work: tight },
     Setup { name: "saturation_stack16", config: Some(stacks16), work: tight },
+    Setup { name: "saturation_stack16_zstd", config: Some(stacks16_zstd), work: tight },
     Setup { name: "saturation_nostack", config: Some(nostack), work: tight },
     Setup { name: "threads_baseline", config: None, work: churn1 },
     Setup { name: "threads_stack16", config: Some(stacks16), work: churn1 },

@@ -9,7 +9,9 @@
 //! distribution C and C++ are) runs plain, with the unwinder and under heaptrack. Each
 //! setup runs `RUNS` times (interleaved); printed: the median wall time and CPU time
 //! (user and system time of the process and what it waited for, from `wait4`) and their
-//! ratios to the plain run's of the same build, and the events per second recorded.
+//! ratios to the plain run's of the same build, the events per second recorded, and the
+//! size of the log each writes per heap event (memreplay's with LZ4 blocks and, in
+//! `memreplay, fp stacks, zstd`, with zstd blocks; heaptrack's zstd-compressed file).
 //!
 //! Each setup's overhead (its wall-time ratio − 1) is also given as a share of the
 //! overhead of heaptrack on the same build.
@@ -115,6 +117,7 @@ fn main() {
     let mut setups: Vec<(&str, Option<&str>, usize, bool)> = vec![
         ("plain", None, 0, false),
         ("memreplay, fp stacks", Some("unwind=fp"), 0, false),
+        ("memreplay, fp stacks, zstd", Some("unwind=fp,compression=zstd"), 0, false),
         ("memreplay, unwinder stacks", Some("unwind=unwinder"), 0, false),
         ("memreplay, no stacks", Some("callstacks=off"), 0, false),
         ("heaptrack", None, 0, false),
@@ -129,6 +132,13 @@ fn main() {
     }
     let have_heaptrack = Command::new("heaptrack").arg("--version").output().is_ok();
     let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); setups.len()];
+    // Each setup's log (or heaptrack's file), bytes: the same every run but for timing.
+    let mut log_bytes: Vec<Option<u64>> = vec![None; setups.len()];
+    let heaptrack_file = {
+        let mut f = heaptrack_out.clone().into_os_string();
+        f.push(".zst");
+        PathBuf::from(f)
+    };
     for _ in 0..runs {
         for (i, (name, options, build, old)) in setups.iter().enumerate() {
             let exe = &exes[*build];
@@ -150,6 +160,8 @@ fn main() {
             let (wall, cpu) = measure(&mut cmd);
             figures[i].0.push(wall);
             figures[i].1.push(cpu);
+            let written = if name.starts_with("heaptrack") { Some(&heaptrack_file) } else { options.map(|_| &log) };
+            log_bytes[i] = written.and_then(|f| std::fs::metadata(f).ok()).map(|m| m.len());
         }
     }
     println!(
@@ -157,8 +169,8 @@ fn main() {
         events / 1e6
     );
     println!(
-        "{:<28} {:>9} {:>7} {:>9} {:>7} {:>12} {:>14}",
-        "setup", "wall s", "x", "CPU s", "x", "M events/s", "of heaptrack's"
+        "{:<28} {:>9} {:>7} {:>9} {:>7} {:>12} {:>14} {:>9}",
+        "setup", "wall s", "x", "CPU s", "x", "M events/s", "of heaptrack's", "B/event"
     );
     let medians: Vec<Option<(f64, f64)>> = figures
         .iter()
@@ -169,7 +181,7 @@ fn main() {
         let i = setups.iter().position(|s| s.2 == build && s.1.is_none() && s.0.starts_with("heaptrack") == heaptrack);
         i.and_then(|i| medians[i])
     };
-    for ((name, options, build, _), m) in setups.iter().zip(&medians) {
+    for (((name, options, build, _), m), bytes) in setups.iter().zip(&medians).zip(&log_bytes) {
         let Some((w, c)) = *m else {
             println!("{name:<28} (not installed)");
             continue;
@@ -179,13 +191,17 @@ fn main() {
             Some((h, _)) if options.is_some() && h > w0 => format!("{:.2}", (w / w0 - 1.0) / (h / w0 - 1.0)),
             _ => String::new(),
         };
-        println!("{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2} {share:>14}", w / w0, c / c0, events / w / 1e6);
+        let per_event = bytes.map_or(String::new(), |b| format!("{:.2}", b as f64 / events));
+        println!(
+            "{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2} {share:>14} {per_event:>9}",
+            w / w0,
+            c / c0,
+            events / w / 1e6
+        );
     }
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(heaptrack_out.with_extension("zst"));
-    let mut zst = heaptrack_out.into_os_string();
-    zst.push(".zst");
-    let _ = std::fs::remove_file(zst);
+    let _ = std::fs::remove_file(heaptrack_file);
     for (exe, given) in exes.iter().zip(&prebuilt) {
         if given.is_none() {
             let _ = std::fs::remove_file(exe);

@@ -1,8 +1,8 @@
 //! The memreplay log format (`.mrl`): the one place that knows its bytes.
 //!
 //! A log is a [header](header::FileHeader) followed by [blocks](block::BlockFrame): framed,
-//! checksummed, independently LZ4-compressed runs of one thread's [events](event::Event),
-//! ended by an end-of-log record. `SPEC.md` beside this crate describes every byte; this
+//! checksummed, independently compressed (LZ4, or zstd where the writer chose it) runs of
+//! one thread's [events](event::Event), ended by an end-of-log record. `SPEC.md` beside this crate describes every byte; this
 //! crate is its reference implementation, used by the recorder to write logs and by the
 //! analyzer to read them. Nothing else in the workspace encodes or decodes events.
 //!
@@ -20,7 +20,10 @@ pub mod record;
 pub mod varint;
 pub mod writer;
 
-pub use block::{BlockError, BlockFrame, BlockKind, Compression, EndOfLog, EventEncoder};
+pub use block::{
+    BlockError, BlockFrame, BlockKind, Compression, EndOfLog, EventEncoder, PayloadCompression, PayloadCompressor,
+    ZSTD_LEVELS,
+};
 pub use event::*;
 pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use ordered::{merge_by_seq, Part, ThreadEvent};

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use crate::block::{EndOfLog, EventEncoder, MAX_BLOCK_RAW_LEN};
+use crate::block::{EndOfLog, EventEncoder, PayloadCompression, PayloadCompressor, MAX_BLOCK_RAW_LEN};
 use crate::header::FileHeader;
 
 /// One block framed and compressed away from the file, on any thread, for
@@ -12,11 +12,18 @@ use crate::header::FileHeader;
 pub struct FramedBlock {
     bytes: Vec<u8>,
     events: u32,
+    compressor: PayloadCompressor,
 }
 
 impl FramedBlock {
+    /// Frames blocks compressed with LZ4.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Frames blocks compressed with `method` (SPEC.md §4.2).
+    pub fn compressed_with(method: PayloadCompression) -> Self {
+        FramedBlock { compressor: PayloadCompressor::new(method), ..Self::default() }
     }
 
     /// Frames and compresses the encoder's events as one block of `thread`, replacing
@@ -33,7 +40,7 @@ impl FramedBlock {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "block payload exceeds MAX_BLOCK_RAW_LEN"));
         }
         self.events = events.event_count();
-        events.finish_into(thread, &mut self.bytes);
+        events.finish_compressed(thread, &mut self.compressor, &mut self.bytes);
         Ok(())
     }
 
@@ -63,11 +70,19 @@ pub struct LogWriter<W: Write> {
 }
 
 impl<W: Write> LogWriter<W> {
-    /// Writes the header and returns a writer ready for blocks.
-    pub fn new(mut out: W, header: &FileHeader) -> io::Result<Self> {
+    /// Writes the header and returns a writer ready for blocks, which it compresses
+    /// with LZ4.
+    pub fn new(out: W, header: &FileHeader) -> io::Result<Self> {
+        Self::compressed_with(out, header, PayloadCompression::Lz4)
+    }
+
+    /// [`new`](Self::new), compressing the blocks that [`write_block`](Self::write_block)
+    /// frames with `method`.
+    pub fn compressed_with(mut out: W, header: &FileHeader, method: PayloadCompression) -> io::Result<Self> {
         let h = header.to_bytes();
         out.write_all(&h)?;
-        Ok(LogWriter { out, scratch: FramedBlock::new(), blocks: 0, events: 0, bytes: h.len() as u64 })
+        let scratch = FramedBlock::compressed_with(method);
+        Ok(LogWriter { out, scratch, blocks: 0, events: 0, bytes: h.len() as u64 })
     }
 
     /// Frames, compresses and writes the encoder's events as one block of `thread`, then

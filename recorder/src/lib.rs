@@ -52,7 +52,7 @@ pub use allocator_report::{
 pub use config::{Config, ConfigError, StackCapture, AUTO_ENCODER_THREADS, MAX_ENCODER_THREADS};
 pub use domain::{Domain, Resource};
 pub use guards::{AttachGuard, ContextGuard};
-pub use memreplay_format::{DomainKind, ResourceKind};
+pub use memreplay_format::{DomainKind, PayloadCompression, ResourceKind, ZSTD_LEVELS};
 
 /// Whether this build can record at all (the `capture_replay_log` feature).
 pub const ENABLED: bool = cfg!(feature = "capture_replay_log");

@@ -238,7 +238,8 @@ fn environment_variable_starts_recording_and_exit_stops_it() {
 fn bad_environment_options_do_not_start_recording_and_say_why() {
     let path = temp("bad-env.mrl");
     let missing_dir = temp("no-such-dir").join("x.mrl");
-    let options = "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms, encoders";
+    let options =
+        "callstacks, free-callstacks, usage, depth, unwind, flush-ms, buffer-mib, memory-ms, encoders, compression";
     let cases = [
         (&path, "depht=32", format!("MEMREPLAY_OPTIONS: unknown option `depht` (options: {options})")),
         (&path, "depth=500", "MEMREPLAY_OPTIONS: depth takes a number of frames from 1 to 64, not `500`".into()),

@@ -5,7 +5,7 @@ use std::alloc::System;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use memreplay_format::{merge_by_seq, Event, Log, Part, HEAP_DOMAIN};
+use memreplay_format::{merge_by_seq, Compression, Event, Log, Part, HEAP_DOMAIN};
 
 #[global_allocator]
 static ALLOC: memreplay::Allocator<System> = memreplay::Allocator::new(System);
@@ -106,6 +106,46 @@ fn sessions_stop_and_start_again_in_one_process() {
             .collect();
         assert_eq!(sizes, vec![50_000 + i as u64], "each log holds its own session only");
     }
+}
+
+/// `compression=zstd`: every encoder, the writer's too, writes zstd blocks, and the log
+/// reads back with every allocation the threads made.
+#[test]
+fn zstd_compressed_sessions_keep_every_event() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("zstd.mrl");
+    let config = memreplay::Config::new(&path).encoder_threads(2).with_options("compression=zstd:3").unwrap();
+    assert_eq!(config.compression, memreplay::PayloadCompression::Zstd { level: 3 });
+    memreplay::start(config).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            s.spawn(move || {
+                for i in 0..4000u64 {
+                    // Sizes no one else asks for: 70,001 to 70,003, one per thread.
+                    let v = std::hint::black_box(Vec::<u8>::with_capacity((70_001 + t) as usize));
+                    if i % 2 == 0 {
+                        drop(v);
+                    } else {
+                        std::mem::forget(v);
+                    }
+                }
+            });
+        }
+    });
+    let stats = memreplay::stop().unwrap();
+    let log = Log::open(&path).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    assert_eq!(log.report.end.unwrap().events, stats.events);
+    let methods: Vec<Compression> = log.blocks.iter().map(|b| b.frame.compression).collect();
+    assert!(methods.contains(&Compression::Zstd), "{methods:?}");
+    assert!(methods.iter().all(|c| matches!(c, Compression::Zstd | Compression::None)), "{methods:?}");
+    let mut per_size = HashMap::new();
+    for (_, e) in log.events() {
+        if let Event::Alloc { size: size @ 70_001..=70_003, domain: HEAP_DOMAIN, .. } = e {
+            *per_size.entry(*size).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(per_size, HashMap::from([(70_001, 4000), (70_002, 4000), (70_003, 4000)]));
 }
 
 #[test]
@@ -226,7 +266,7 @@ fn budgets_and_display_sizes_are_recorded_in_the_querying_threads_stream() {
 
     let log = Log::open(&path).unwrap();
     assert!(log.report.is_clean(), "{:?}", log.report);
-    assert_eq!((log.header.version_major, log.header.version_minor), (1, 3));
+    assert_eq!((log.header.version_major, log.header.version_minor), (1, 4));
     let names = strings(&log);
     let events: Vec<(u32, &Event)> = log.events().collect();
     let vram_id = events

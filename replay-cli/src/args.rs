@@ -601,6 +601,17 @@ pub enum UnwindArg {
     Unwinder,
 }
 
+/// `--compression`: checked here, so that a wrong value stops `record` before the
+/// program runs (the recorder checks it again).
+fn compression_option(v: &str) -> Result<String, String> {
+    let level_ok = |l: &str| l.parse::<u8>().is_ok_and(|l| (1..=19).contains(&l));
+    match v.split_once(':') {
+        None if v == "lz4" || v == "zstd" => Ok(v.to_owned()),
+        Some(("zstd", level)) if level_ok(level) => Ok(v.to_owned()),
+        _ => Err("expected lz4, zstd or zstd:LEVEL with a level from 1 to 19".into()),
+    }
+}
+
 /// `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnOff {
@@ -636,6 +647,12 @@ pub struct RecordArgs {
     /// else `fp`.
     #[arg(long, value_name = "HOW", default_value = "auto")]
     pub unwind: UnwindArg,
+    /// How the log's blocks are compressed (recorder option `compression`): `lz4` (the
+    /// default), `zstd` (level 1: about a third smaller on a real program's log, for
+    /// about 8 ns more encoder CPU per event) or `zstd:LEVEL` (1 to 19). A zstd log
+    /// needs a reader of format 1.4 or later.
+    #[arg(long, value_name = "lz4|zstd|zstd:LEVEL", value_parser = compression_option)]
+    pub compression: Option<String>,
     /// More recorder options, as in MEMREPLAY_OPTIONS (`key=value,...`), passed through
     /// after those of the flags above.
     #[arg(long, value_name = "OPTIONS")]
@@ -668,6 +685,9 @@ impl RecordArgs {
             UnwindArg::Unwinder => true,
         };
         o.push(format!("unwind={}", if unwinder { "unwinder" } else { "fp" }));
+        if let Some(c) = &self.compression {
+            o.push(format!("compression={c}"));
+        }
         if let Some(extra) = self.options.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             o.push(extra.to_owned());
         }

@@ -62,13 +62,29 @@ fn build(source: &str, name: &str, flags: &[&str]) -> PathBuf {
     let status = Command::new(compiler)
         .args(flags)
         .args(["-g", "-pthread", "-o"])
-        .arg(&out)
+        .arg(unfinished(&out))
         .arg(&src)
         .status()
         .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
     assert!(status.success(), "{compiler} failed on {}", src.display());
+    finish(&out);
     built.insert(name.into(), out.clone());
     out
+}
+
+/// Where this process builds `out` before [`finish`] moves it in place: test runners that
+/// start a process per test (nextest) build the same programs at once, and one must not
+/// run or link a file another is still writing.
+fn unfinished(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(format!(".{}.tmp", std::process::id()));
+    PathBuf::from(name)
+}
+
+/// Moves the finished build in place (a rename: a program another process runs keeps
+/// the file it opened).
+fn finish(out: &Path) {
+    std::fs::rename(unfinished(out), out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
 }
 
 /// Runs `program args` preloaded, recording into `log` with `options`.
@@ -387,9 +403,10 @@ fn build_early() -> PathBuf {
                 "-shared".as_ref(),
                 "-fPIC".as_ref(),
                 "-o".as_ref(),
-                lib.as_ref(),
+                unfinished(&lib).as_ref(),
                 lib_src.as_ref(),
             ]);
+            finish(&lib);
             let exe = dir.join("early");
             let exe_src = src.join("early.c");
             let link_dir = format!("-L{}", dir.display());
@@ -399,12 +416,13 @@ fn build_early() -> PathBuf {
                 "-g".as_ref(),
                 "-pthread".as_ref(),
                 "-o".as_ref(),
-                exe.as_ref(),
+                unfinished(&exe).as_ref(),
                 exe_src.as_ref(),
                 link_dir.as_ref(),
                 "-learly".as_ref(),
                 rpath.as_ref(),
             ]);
+            finish(&exe);
             exe
         })
         .clone()

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use memreplay_format::{
     block::{decode_events, unpack_payload_into},
-    context_flags, header_flags, Block, BlockError, Damage, Event, FileHeader, FormatError, LogReader, ReadReport,
-    HEAP_DOMAIN,
+    context_flags, header_flags, Block, BlockError, Compression, Damage, Event, FileHeader, FormatError, LogReader,
+    ReadReport, HEAP_DOMAIN,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -145,7 +145,28 @@ pub struct LogBytes {
     /// Raw payload bytes by record kind, in the order of `Info::events`; `unknown`:
     /// records of a newer minor version, skipped. They sum to `raw`.
     pub raw_by_record: Vec<RecordBytes>,
+    /// The blocks by how their payload is stored (`lz4`, `zstd`, `none`: as is, when
+    /// compressing did not make it smaller), in that order, each method present.
+    pub compression: Vec<CompressionBytes>,
 }
+
+/// The event blocks stored one way, and their payloads' bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompressionBytes {
+    /// `lz4`, `zstd` or `none`.
+    pub method: &'static str,
+    /// Event blocks stored this way.
+    pub blocks: u64,
+    /// Their payloads as stored.
+    pub stored: u64,
+    /// Their payloads decompressed.
+    pub raw: u64,
+}
+
+/// The methods of [`LogBytes::compression`], by the frame's compression byte (SPEC.md
+/// §4.2); a block of any other decodes nowhere, so is never counted.
+const COMPRESSION_METHODS: [(Compression, &str); 3] =
+    [(Compression::Lz4, "lz4"), (Compression::Zstd, "zstd"), (Compression::None, "none")];
 
 /// The raw payload bytes of one kind of record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -362,6 +383,12 @@ impl Info {
                     Ok(bytes) => {
                         counter.stored += block.stored.len() as u64;
                         counter.raw += u64::from(block.frame.raw_len);
+                        if let Some(m) = COMPRESSION_METHODS.iter().position(|m| m.0 == block.frame.compression) {
+                            let m = &mut counter.by_method[m];
+                            m.0 += 1;
+                            m.1 += block.stored.len() as u64;
+                            m.2 += u64::from(block.frame.raw_len);
+                        }
                         for (sum, (count, n)) in counter.record_bytes.iter_mut().zip(bytes) {
                             sum.0 += count;
                             sum.1 += n;
@@ -401,6 +428,8 @@ struct Counter {
     /// Payload bytes of the blocks counted, stored and raw, and raw by record kind.
     stored: u64,
     raw: u64,
+    /// Blocks, stored and raw bytes by [`COMPRESSION_METHODS`].
+    by_method: [(u64, u64, u64); COMPRESSION_METHODS.len()],
     record_bytes: [(u64, u64); RECORD_KINDS.len()],
     before_start: Option<CallsBeforeStart>,
 }
@@ -537,6 +566,7 @@ impl Counter {
             stored,
             raw,
             record_bytes,
+            by_method,
             before_start,
             ..
         } = self;
@@ -548,6 +578,12 @@ impl Counter {
                 .iter()
                 .zip(record_bytes)
                 .map(|(&record, (count, bytes))| RecordBytes { record, count, bytes })
+                .collect(),
+            compression: COMPRESSION_METHODS
+                .iter()
+                .zip(by_method)
+                .filter(|(_, (blocks, ..))| *blocks > 0)
+                .map(|(&(_, method), (blocks, stored, raw))| CompressionBytes { method, blocks, stored, raw })
                 .collect(),
         };
         let string = |id: u32| strings.get(&id).map_or_else(|| format!("<string {id}>"), |s| s.clone());
@@ -753,6 +789,17 @@ impl Info {
             b.raw,
             share(b.stored, b.raw)
         )?;
+        for m in &b.compression {
+            writeln!(
+                o,
+                "    {:<14} {:>12} stored, {} raw ({:.1} %), {}",
+                m.method,
+                m.stored,
+                m.raw,
+                share(m.stored, m.raw),
+                plural(m.blocks, "block")
+            )?;
+        }
         writeln!(o, "  raw payload bytes by record")?;
         writeln!(o, "    {:<20} {:>10}  {:>7}  {:>9}", "record", "bytes", "share", "each")?;
         for r in b.raw_by_record.iter().filter(|r| r.count > 0) {

@@ -83,7 +83,7 @@ pub use gpu::{
 };
 pub use gpu::{diff_dumps, parse_dump, read_dump, Change, DomainChange, DumpDiff, DumpError};
 pub use html::{HtmlOptions, DEFAULT_MAX_NODES};
-pub use info::{Info, LogBytes, RecordBytes};
+pub use info::{CompressionBytes, Info, LogBytes, RecordBytes};
 pub use instances::{build as build_instances, Instances};
 pub use integrity::{DamageKind, LogIntegrity};
 pub use leaks::{build as build_leaks, build_symbolized as build_leaks_symbolized, frames as stack_frames, Leaks};

@@ -415,16 +415,21 @@ impl EventEncoder {
     /// appends it to `out`, and clears the encoder for the next block. The caller keeps
     /// [`len`](Self::len) at most [`MAX_BLOCK_RAW_LEN`]: readers reject larger blocks.
     pub fn finish_into(&mut self, thread: u32, out: &mut Vec<u8>) {
+        self.finish_compressed(thread, &mut PayloadCompressor::default(), out)
+    }
+
+    /// [`finish_into`](Self::finish_into) with the compressor's method (stored as is when
+    /// that is not smaller).
+    pub fn finish_compressed(&mut self, thread: u32, compressor: &mut PayloadCompressor, out: &mut Vec<u8>) {
         let (first_seq, last_seq) = self.seq_range();
         let raw_len = self.pos;
         let frame_at = out.len();
         out.resize(frame_at + FRAME_LEN, 0);
         let payload_at = out.len();
-        out.resize(payload_at + lz4_flex::block::get_maximum_output_size(raw_len), 0);
-        let compressed = lz4_flex::block::compress_into(&self.buf[..raw_len], &mut out[payload_at..]).ok();
-        let (compression, stored_len) = match compressed {
-            Some(n) if n < raw_len => (Compression::Lz4, n),
-            _ => {
+        out.resize(payload_at + compressor.room(raw_len), 0);
+        let (compression, stored_len) = match compressor.compress(&self.buf[..raw_len], &mut out[payload_at..]) {
+            Some(stored) => stored,
+            None => {
                 out.truncate(payload_at);
                 out.extend_from_slice(&self.buf[..raw_len]);
                 (Compression::None, raw_len)

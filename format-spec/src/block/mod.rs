@@ -11,10 +11,12 @@
 //! `recent.rs` the recent-address lists that encoder and decoder keep alike.
 
 mod codec;
+mod compress;
 mod recent;
 
 pub(crate) use codec::Output;
 pub use codec::{decode_events, EventDecoder, EventEncoder};
+pub use compress::{PayloadCompression, PayloadCompressor, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
 use crate::event::*;
 use crate::varint::{put_u64, Cursor};
@@ -61,11 +63,13 @@ impl BlockKind {
     }
 }
 
-/// How a block's payload is stored.
+/// How a block's payload is stored (the frame's `compression` byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     None,
     Lz4,
+    /// One zstd frame (format 1.4).
+    Zstd,
     Unknown(u8),
 }
 
@@ -74,6 +78,7 @@ impl Compression {
         match self {
             Compression::None => 0,
             Compression::Lz4 => 1,
+            Compression::Zstd => 2,
             Compression::Unknown(b) => b,
         }
     }
@@ -81,6 +86,7 @@ impl Compression {
         match b {
             0 => Compression::None,
             1 => Compression::Lz4,
+            2 => Compression::Zstd,
             b => Compression::Unknown(b),
         }
     }
@@ -262,6 +268,8 @@ pub enum BlockError {
     Decompression,
     /// A compression method this reader does not know.
     UnknownCompression(u8),
+    /// A compression method this build of the reader leaves out (a crate feature).
+    NotBuiltIn { method: &'static str },
     /// A record could not be parsed at `offset` of the decompressed payload.
     Malformed { offset: usize, what: &'static str },
     /// The block claims more than [`MAX_BLOCK_RAW_LEN`] bytes decompressed.
@@ -274,6 +282,9 @@ impl std::fmt::Display for BlockError {
             BlockError::ChecksumMismatch => write!(f, "payload checksum mismatch"),
             BlockError::Decompression => write!(f, "payload does not decompress"),
             BlockError::UnknownCompression(c) => write!(f, "unknown compression method {c}"),
+            BlockError::NotBuiltIn { method } => {
+                write!(f, "{method} compression, which this build leaves out (memreplay-format's `{method}` feature)")
+            }
             BlockError::Malformed { offset, what } => {
                 write!(f, "malformed {what} at payload offset {offset}")
             }
@@ -290,7 +301,7 @@ impl std::error::Error for BlockError {}
 pub fn unpack_payload(frame: &BlockFrame, stored: &[u8]) -> Result<Vec<u8>, BlockError> {
     let mut buf = Vec::new();
     let n = unpack_payload_into(frame, stored, &mut buf)?.len();
-    if matches!(frame.compression, Compression::Lz4) {
+    if matches!(frame.compression, Compression::Lz4 | Compression::Zstd) {
         buf.truncate(n);
         Ok(buf)
     } else {
@@ -334,6 +345,18 @@ pub fn unpack_payload_into<'a>(
                 Ok(got) if got == n => Ok(raw),
                 _ => Err(BlockError::Decompression),
             }
+        }
+        Compression::Zstd => {
+            let n = frame.raw_len as usize;
+            if n > stored.len().saturating_mul(ZSTD_MAX_EXPANSION) {
+                return Err(BlockError::Decompression);
+            }
+            if buf.len() < n {
+                buf.resize(n, 0);
+            }
+            let raw = &mut buf[..n];
+            compress::unzstd(stored, raw)?;
+            Ok(raw)
         }
         Compression::Unknown(c) => Err(BlockError::UnknownCompression(c)),
     }

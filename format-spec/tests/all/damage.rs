@@ -344,17 +344,47 @@ proptest! {
         let _ = Log::read(&bytes[..cut]);
     }
 
-    /// Valid frames around arbitrary payloads: the event decoder and LZ4 never panic,
+    /// A real zstd frame damaged under a matching CRC (bytes changed, cut short, or
+    /// extended): the reader never panics, and reads the block only if it still
+    /// decompresses to exactly its claim.
+    #[test]
+    fn damaged_zstd_frames_never_panic(
+        flips in vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+        cut in any::<prop::sample::Index>(),
+        cut_it in any::<bool>(),
+        raw_delta in -3i64..3,
+    ) {
+        let (stored, raw_len, count) = zstd_sample();
+        let mut payload = stored.clone();
+        for (at, byte) in flips {
+            let at = at.index(payload.len());
+            payload[at] ^= byte;
+        }
+        if cut_it {
+            payload.truncate(cut.index(payload.len() + 1));
+        }
+        let raw_len = (i64::from(raw_len) + raw_delta).max(0) as u32;
+        let mut bytes = header().to_bytes();
+        bytes.extend_from_slice(&framed(1, Compression::Zstd, count, raw_len, &payload));
+        bytes.extend_from_slice(&EndOfLog::default().to_block_bytes());
+        let log = Log::read(&bytes[..]).unwrap();
+        prop_assert_eq!(log.blocks.len() + log.report.damage.len(), 1);
+    }
+
+    /// Valid frames around arbitrary payloads: the event decoder, LZ4 and zstd never panic,
     /// whatever the payload, declared raw length or event count.
     #[test]
     fn arbitrary_payloads_in_valid_frames_never_panic(
         payload in vec(any::<u8>(), 0..300),
-        lz4 in any::<bool>(),
+        method in 0u8..3,
         event_count in any::<u32>(),
         raw_len in 0u32..4096,
     ) {
-        let (compression, raw_len) =
-            if lz4 { (Compression::Lz4, raw_len) } else { (Compression::None, payload.len() as u32) };
+        let (compression, raw_len) = match method {
+            0 => (Compression::None, payload.len() as u32),
+            1 => (Compression::Lz4, raw_len),
+            _ => (Compression::Zstd, raw_len),
+        };
         let mut bytes = header().to_bytes();
         bytes.extend_from_slice(&framed(1, compression, event_count, raw_len, &payload));
         bytes.extend_from_slice(&EndOfLog::default().to_block_bytes());
@@ -414,4 +444,108 @@ fn claims_past_what_a_block_may_hold_are_bad_blocks() {
     let mut honest = vec![Event::Time { ns: 1 }];
     honest.extend((0..6).map(|_| Event::AttachPop));
     assert_eq!(contents(&log), [(1, honest)]);
+}
+
+/// A zstd block (SPEC.md §4.2, method 2) is one zstd frame that decompresses to exactly
+/// `raw_len` bytes. Anything else is a bad block, found before its events are decoded,
+/// and the blocks around it are read: a frame with bytes after it (zstd itself would go
+/// on to decode them as a second frame), a `raw_len` one byte off either way, a payload
+/// that is not a zstd frame under a matching CRC, and a claim past what the stored bytes can expand to,
+/// refused before a buffer is made for it.
+#[test]
+fn zstd_blocks_decompress_to_exactly_their_claim() {
+    let events: Vec<Event> = (0..400u64)
+        .map(|i| Event::Alloc {
+            seq: i,
+            domain: HEAP_DOMAIN,
+            addr: 0x7f00_0000_0000 + 48 * i,
+            size: 48,
+            align_log2: 4,
+            stack: 3,
+        })
+        .collect();
+    let mut enc = EventEncoder::new();
+    events.iter().for_each(|e| enc.push(e));
+    let mut block = FramedBlock::compressed_with(PayloadCompression::Zstd { level: 3 });
+    block.frame(1, &mut enc).unwrap();
+    let mut bytes = header().to_bytes();
+    bytes.extend_from_slice(&sealed(&block));
+    bytes.extend_from_slice(&EndOfLog::default().to_block_bytes());
+    let good = read(&bytes);
+    assert!(good.report.is_clean(), "{:?}", good.report);
+    assert_eq!(good.blocks[0].frame.compression, Compression::Zstd);
+    assert_eq!(good.blocks[0].events, events);
+    let frame = good.blocks[0].frame;
+    let stored = sealed(&block)[FRAME_LEN..].to_vec();
+
+    let mut trailing = stored.clone();
+    trailing.extend_from_slice(&stored);
+    let mut damaged = stored.clone();
+    damaged[0] ^= 0x5a;
+    let cases: [(&str, u32, Vec<u8>); 5] = [
+        ("a second frame after the first", frame.raw_len * 2, trailing),
+        ("one byte short of the claim", frame.raw_len + 1, stored.clone()),
+        ("one byte past the claim", frame.raw_len - 1, stored.clone()),
+        ("not a zstd frame (its magic number damaged)", frame.raw_len, damaged),
+        ("a claim past 32,768 bytes per stored byte", 32_768 * stored.len() as u32 + 1, stored.clone()),
+    ];
+    for (what, raw_len, payload) in cases {
+        let mut bytes = header().to_bytes();
+        bytes.extend(framed(2, Compression::Zstd, 400, raw_len, &payload));
+        bytes.extend_from_slice(&sealed(&block_of(&events)));
+        let log = read(&bytes);
+        assert!(
+            matches!(&log.report.damage[..], [Damage::BadBlock { thread: 2, error: BlockError::Decompression, .. }]),
+            "{what}: {:?}",
+            log.report.damage
+        );
+        assert_eq!(contents(&log), [(1, events.clone())], "{what}");
+    }
+}
+
+/// A framed block's bytes.
+fn sealed(block: &FramedBlock) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = LogWriter::new(&mut out, &header()).unwrap();
+    let skip = w.bytes() as usize;
+    w.write_framed(block).unwrap();
+    drop(w);
+    out.split_off(skip)
+}
+
+/// The events as one LZ4 block of thread 1.
+fn block_of(events: &[Event]) -> FramedBlock {
+    let mut enc = EventEncoder::new();
+    events.iter().for_each(|e| enc.push(e));
+    let mut block = FramedBlock::new();
+    block.frame(1, &mut enc).unwrap();
+    block
+}
+
+/// A zstd payload of 300 heap events, its raw length and event count, made once.
+fn zstd_sample() -> (Vec<u8>, u32, u32) {
+    static SAMPLE: std::sync::OnceLock<(Vec<u8>, u32, u32)> = std::sync::OnceLock::new();
+    SAMPLE
+        .get_or_init(|| {
+            let mut enc = EventEncoder::new();
+            for i in 0..300u64 {
+                let addr = 0x7f00_0000_0000 + 32 * (i % 40);
+                enc.push(&Event::Alloc {
+                    seq: 2 * i,
+                    domain: HEAP_DOMAIN,
+                    addr,
+                    size: 24 + i % 5,
+                    align_log2: 3,
+                    stack: 2,
+                });
+                enc.push(&Event::Free { seq: 2 * i + 1, domain: HEAP_DOMAIN, addr, stack: 0 });
+            }
+            let raw_len = enc.len() as u32;
+            let mut block = FramedBlock::compressed_with(PayloadCompression::Zstd { level: 1 });
+            block.frame(1, &mut enc).unwrap();
+            let bytes = sealed(&block);
+            assert_eq!(bytes[5], 2, "stored as zstd");
+            (bytes[FRAME_LEN..].to_vec(), raw_len, 600)
+        })
+        .clone()
 }

@@ -176,9 +176,24 @@ fn seq_range(events: &[Event]) -> (u64, u64) {
 }
 
 /// Writes `blocks`, reads them back, and checks everything the reader reports.
+/// Writes the blocks with each compression a writer may choose and reads them back.
 fn check_round_trip(header: &FileHeader, blocks: &[(u32, Vec<Event>)], lost: u64, end_ns: u64) {
+    for method in
+        [PayloadCompression::Lz4, PayloadCompression::Zstd { level: 1 }, PayloadCompression::Zstd { level: 3 }]
+    {
+        check_round_trip_compressed(header, blocks, lost, end_ns, method);
+    }
+}
+
+fn check_round_trip_compressed(
+    header: &FileHeader,
+    blocks: &[(u32, Vec<Event>)],
+    lost: u64,
+    end_ns: u64,
+    method: PayloadCompression,
+) {
     let mut bytes = Vec::new();
-    let mut w = LogWriter::new(&mut bytes, header).unwrap();
+    let mut w = LogWriter::compressed_with(&mut bytes, header, method).unwrap();
     let mut enc = EventEncoder::new();
     for (thread, events) in blocks {
         for e in events {
@@ -212,6 +227,11 @@ fn check_round_trip(header: &FileHeader, blocks: &[(u32, Vec<Event>)], lost: u64
         assert_eq!(got.frame.event_count as usize, events.len());
         assert_eq!((got.frame.first_seq, got.frame.last_seq), seq_range(events));
         assert_eq!(&got.events, events);
+        let wanted = match method {
+            PayloadCompression::Lz4 => Compression::Lz4,
+            PayloadCompression::Zstd { .. } => Compression::Zstd,
+        };
+        assert!([wanted, Compression::None].contains(&got.frame.compression), "{method:?}: {:?}", got.frame);
         offset += 48 + u64::from(got.frame.stored_len);
     }
 }
@@ -271,6 +291,66 @@ fn compressed_and_stored_blocks_round_trip() {
     let log = Log::read(&bytes[..]).unwrap();
     let kinds: Vec<Compression> = log.blocks.iter().map(|b| b.frame.compression).collect();
     assert_eq!(kinds, [Compression::Lz4, Compression::None, Compression::Lz4]);
+}
+
+/// One log may mix the methods block by block (two writers of one recording may choose
+/// differently; a log may be recompressed a block at a time): readers take each block as
+/// its frame says. zstd stores the same payload in fewer bytes than LZ4, and a payload it
+/// cannot shrink is stored as is.
+#[test]
+fn zstd_and_lz4_blocks_mix_in_one_log() {
+    // A program-like stream: a few sizes and stacks, addresses that mostly go up.
+    let mut events = Vec::new();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..20_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let size = [16, 24, 32, 48, 64, 128, 4096][(rng % 7) as usize];
+        let addr = 0x5555_0000_0000 + 64 * i + (rng >> 40) % 4 * 16;
+        events.push(Event::Alloc {
+            seq: 3 * i,
+            domain: HEAP_DOMAIN,
+            addr,
+            size,
+            align_log2: 4,
+            stack: (rng % 37) as u32,
+        });
+        if rng % 3 != 0 {
+            events.push(Event::Free { seq: 3 * i + 1, domain: HEAP_DOMAIN, addr, stack: 0 });
+        }
+    }
+    // Ten bytes of noise, which neither method shrinks.
+    let noise = vec![Event::DefineString { id: 1, text: "q7#Zk!x@".into() }];
+    let methods = [
+        PayloadCompression::Lz4,
+        PayloadCompression::Zstd { level: 1 },
+        PayloadCompression::Zstd { level: 19 },
+        PayloadCompression::Zstd { level: 1 },
+    ];
+    let mut bytes = Vec::new();
+    let mut w = LogWriter::new(&mut bytes, &fixed_header()).unwrap();
+    let mut enc = EventEncoder::new();
+    let mut stored = Vec::new();
+    for (i, method) in methods.iter().enumerate() {
+        let mut framed = FramedBlock::compressed_with(*method);
+        let events = if i == 3 { &noise } else { &events };
+        events.iter().for_each(|e| enc.push(e));
+        framed.frame(i as u32 + 1, &mut enc).unwrap();
+        stored.push(framed.len() - 48);
+        w.write_framed(&framed).unwrap();
+    }
+    w.finish(0, 1).unwrap();
+    let log = Log::read(&bytes[..]).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    let kinds: Vec<Compression> = log.blocks.iter().map(|b| b.frame.compression).collect();
+    assert_eq!(kinds, [Compression::Lz4, Compression::Zstd, Compression::Zstd, Compression::None]);
+    for b in &log.blocks[..3] {
+        assert_eq!(b.events, events);
+    }
+    assert_eq!(log.blocks[3].events, noise);
+    // The payload is the same: zstd at level 1 keeps less than LZ4, and 19 less again.
+    assert!(stored[1] < stored[0] * 9 / 10 && stored[2] < stored[1], "{stored:?}");
 }
 
 /// Blocks decode on their own, in any order and on any thread.

@@ -25,7 +25,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use memreplay_format::{Event, EventEncoder, FramedBlock, LogWriter, LossReason, ResourceDesc, ResourceKind};
+use memreplay_format::{
+    Event, EventEncoder, FramedBlock, LogWriter, LossReason, PayloadCompression, ResourceDesc, ResourceKind,
+};
 
 use super::buffer::BufPtr;
 use super::record::{self, RecordReader};
@@ -215,11 +217,14 @@ pub(crate) struct Shared {
     stack_count: AtomicU32,
     /// Highest domain id whose definition some stream holds.
     domains_written: Mutex<u32>,
+    /// How every encoder compresses its blocks.
+    compression: PayloadCompression,
 }
 
 impl Shared {
-    pub fn new(session: &'static Session, output: Output) -> Self {
+    pub fn new(session: &'static Session, output: Output, compression: PayloadCompression) -> Self {
         Shared {
+            compression,
             session,
             output: Mutex::new(output),
             strings: Mutex::default(),
@@ -292,14 +297,14 @@ impl Encoder {
     pub fn new(shared: Arc<Shared>, index: u32, of: NonZeroU32) -> Self {
         debug_assert!(index < of.get());
         Encoder {
-            shared,
             index,
             of,
             streams: Vec::new(),
             strings: HashMap::new(),
             stacks: FxMap::default(),
             context_types: HashMap::new(),
-            framed: FramedBlock::new(),
+            framed: FramedBlock::compressed_with(shared.compression),
+            shared,
         }
     }
 

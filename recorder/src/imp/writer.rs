@@ -109,10 +109,11 @@ impl Writer {
             exe_path: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
             recorder: concat!("memreplay ", env!("CARGO_PKG_VERSION")).into(),
         };
-        let log = LogWriter::new(BufWriter::with_capacity(1 << 20, file), &header).map_err(|e| {
+        let out = BufWriter::with_capacity(1 << 20, file);
+        let log = LogWriter::compressed_with(out, &header, config.compression).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot write the log header to {}: {e}", config.path.display()))
         })?;
-        let shared = Arc::new(Shared::new(session, Output::new(log, config.path.clone())));
+        let shared = Arc::new(Shared::new(session, Output::new(log, config.path.clone()), config.compression));
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let mut w = Writer {
             enc: Encoder::new(shared.clone(), 0, NonZeroU32::MIN),

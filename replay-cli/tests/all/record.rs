@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use memreplay_format::{merge_by_seq, Event, Log, Part};
+use memreplay_format::{merge_by_seq, Compression, Event, Log, Part};
 use serde_json::Value;
 
 use crate::common::{replay_cli, stderr, stdout, temp_in};
@@ -254,6 +254,9 @@ fn bad_input_is_refused_before_anything_runs() {
     refused(&["-o", "/nonexistent-dir/x.mrl"], &dynamic, "cannot write /nonexistent-dir/x.mrl");
     refused(&["-o", dir().to_str().unwrap()], &dynamic, "it is a directory");
     refused(&["-o", o, "--preload", "/nonexistent/libmemreplay.so"], &dynamic, "does not exist");
+    for wrong in ["zstd:20", "zstd:0", "gzip", "zstd:"] {
+        refused(&["-o", o, "--compression", wrong], &dynamic, "lz4, zstd or zstd:LEVEL with a level from 1 to 19");
+    }
 }
 
 #[test]
@@ -283,7 +286,18 @@ fn options_reach_the_recorder_and_children_are_not_recorded() {
     let exe = build("env_dump.c", "env_dump", &["-O1"]);
     let log = dir().join("env.mrl");
     let out = record(
-        &["-o", log.to_str().unwrap(), "--depth", "8", "--unwind", "unwinder", "--options", "flush-ms=5"],
+        &[
+            "-o",
+            log.to_str().unwrap(),
+            "--depth",
+            "8",
+            "--unwind",
+            "unwinder",
+            "--compression",
+            "zstd:5",
+            "--options",
+            "flush-ms=5",
+        ],
         &exe,
         &[],
     );
@@ -291,17 +305,20 @@ fn options_reach_the_recorder_and_children_are_not_recorded() {
     let text = stdout(&out);
     assert!(text.contains("LD_PRELOAD=-\n") || !text.contains("libmemreplay"), "{text}");
     assert!(text.contains(&format!("MEMREPLAY_LOG={}\n", std::fs::canonicalize(&log).unwrap().display())), "{text}");
-    assert!(text.contains("MEMREPLAY_OPTIONS=depth=8,unwind=unwinder,flush-ms=5\n"), "{text}");
+    assert!(text.contains("MEMREPLAY_OPTIONS=depth=8,unwind=unwinder,compression=zstd:5,flush-ms=5\n"), "{text}");
     assert!(stderr(&out).contains("records itself"), "{}", stderr(&out));
     // A C program preloaded: the recorder takes its variables out of the environment
-    // once started, so what the program runs is not recorded into the same log.
+    // once started, so what the program runs is not recorded into the same log. (Its
+    // blocks compressed with zstd: the counts are the same.)
     let exe = build("lifecycle.c", "lifecycle", &["-O2"]);
     let log = dir().join("exec.mrl");
-    let out = record(&["-o", log.to_str().unwrap()], &exe, &["exec"]);
+    let out = record(&["-o", log.to_str().unwrap(), "--compression", "zstd"], &exe, &["exec"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let (allocs, _) = program_events(&log, &exe);
     assert_eq!(allocs, tally(&stderr(&out), "allocs"), "{}", stderr(&out));
     let log = Log::open(&log).unwrap();
+    assert!(log.blocks.iter().any(|b| b.frame.compression == Compression::Zstd));
+    assert!(log.blocks.iter().all(|b| matches!(b.frame.compression, Compression::Zstd | Compression::None)));
     // The exec'd child allocates 777 bytes: not in the parent's log.
     let sizes: Vec<u64> = log
         .blocks
