@@ -102,9 +102,32 @@ impl PayloadCompressor {
     }
 }
 
+/// The most bytes `stored` bytes of a compressed method can decompress to: LZ4 writes at
+/// most 255 bytes per stored byte (a match length's extension bytes), zstd
+/// [`ZSTD_MAX_EXPANSION`].
+pub(super) fn most_raw_bytes(method: Compression, stored: usize) -> usize {
+    match method {
+        Compression::Lz4 => stored.saturating_mul(255).saturating_add(16),
+        Compression::Zstd => stored.saturating_mul(ZSTD_MAX_EXPANSION),
+        Compression::None | Compression::Unknown(_) => stored,
+    }
+}
+
+/// Decompresses `stored`, compressed by `method` (LZ4 or zstd), into exactly `raw`.
+pub(super) fn decompress(method: Compression, stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
+    match method {
+        Compression::Lz4 => match lz4_flex::block::decompress_into(stored, raw) {
+            Ok(got) if got == raw.len() => Ok(()),
+            _ => Err(BlockError::Decompression),
+        },
+        Compression::Zstd => unzstd(stored, raw),
+        Compression::None | Compression::Unknown(_) => unreachable!("not a compressed method: {method:?}"),
+    }
+}
+
 /// Decompresses one zstd frame, the whole of `stored`, into `raw` (exactly its length).
 #[cfg(feature = "zstd")]
-pub(super) fn unzstd(stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
+fn unzstd(stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
     use std::cell::RefCell;
     thread_local! {
         // A decompression context holds about 160 KiB of tables: one per reading thread,
@@ -130,7 +153,7 @@ pub(super) fn unzstd(stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
 
 /// Without the `zstd` feature a zstd block is one this reader cannot open.
 #[cfg(not(feature = "zstd"))]
-pub(super) fn unzstd(_stored: &[u8], _raw: &mut [u8]) -> Result<(), BlockError> {
+fn unzstd(_stored: &[u8], _raw: &mut [u8]) -> Result<(), BlockError> {
     Err(BlockError::NotBuiltIn { method: "zstd" })
 }
 

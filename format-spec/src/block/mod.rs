@@ -6,9 +6,10 @@
 //! is its inverse and starts from the same fresh state, so every block decodes alone.
 
 //!
-//! This module is the framing (frames, the end-of-log record, checksums and
-//! decompression); `codec.rs` the encoding of events inside a payload, both ways; and
-//! `recent.rs` the recent-address lists that encoder and decoder keep alike.
+//! This module is the framing (frames, the end-of-log record, checksums, the bounds a
+//! block's claims are held to); `compress.rs` the entropy stage, both ways (LZ4 and
+//! zstd); `codec.rs` the encoding of events inside a payload, both ways; and `recent.rs`
+//! the recent-address lists that encoder and decoder keep alike.
 
 mod codec;
 mod compress;
@@ -330,32 +331,18 @@ pub fn unpack_payload_into<'a>(
             }
             Ok(stored)
         }
-        Compression::Lz4 => {
+        Compression::Lz4 | Compression::Zstd => {
             let n = frame.raw_len as usize;
-            // LZ4 writes at most 255 bytes per stored byte (a match length's extension
-            // bytes): a claim beyond that cannot decompress, and gets no buffer.
-            if n > stored.len().saturating_mul(255).saturating_add(16) {
+            // A claim beyond what the stored bytes can expand into cannot decompress, and
+            // gets no buffer.
+            if n > compress::most_raw_bytes(frame.compression, stored.len()) {
                 return Err(BlockError::Decompression);
             }
             if buf.len() < n {
                 buf.resize(n, 0);
             }
             let raw = &mut buf[..n];
-            match lz4_flex::block::decompress_into(stored, raw) {
-                Ok(got) if got == n => Ok(raw),
-                _ => Err(BlockError::Decompression),
-            }
-        }
-        Compression::Zstd => {
-            let n = frame.raw_len as usize;
-            if n > stored.len().saturating_mul(ZSTD_MAX_EXPANSION) {
-                return Err(BlockError::Decompression);
-            }
-            if buf.len() < n {
-                buf.resize(n, 0);
-            }
-            let raw = &mut buf[..n];
-            compress::unzstd(stored, raw)?;
+            compress::decompress(frame.compression, stored, raw)?;
             Ok(raw)
         }
         Compression::Unknown(c) => Err(BlockError::UnknownCompression(c)),
