@@ -200,7 +200,6 @@ fn main() {
         );
     }
     let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(heaptrack_out.with_extension("zst"));
     let _ = std::fs::remove_file(heaptrack_file);
     for (exe, given) in exes.iter().zip(&prebuilt) {
         if given.is_none() {
