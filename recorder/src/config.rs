@@ -273,15 +273,12 @@ impl Config {
                     )? as usize
                 }
                 "compression" => {
-                    let zstd_level = match value.split_once(':') {
-                        None if value == "zstd" => Some(Ok(1)),
-                        Some(("zstd", level)) => Some(level.parse::<i32>()),
-                        _ => None,
-                    };
-                    self.compression = match (value, zstd_level) {
-                        ("lz4", _) => PayloadCompression::Lz4,
-                        (_, Some(Ok(level))) if ZSTD_LEVELS.contains(&level) => PayloadCompression::Zstd { level },
-                        _ => {
+                    let level =
+                        value.strip_prefix("zstd:").map_or(Some(1).filter(|_| value == "zstd"), |l| l.parse().ok());
+                    self.compression = match level.filter(|l| ZSTD_LEVELS.contains(l)) {
+                        _ if value == "lz4" => PayloadCompression::Lz4,
+                        Some(level) => PayloadCompression::Zstd { level },
+                        None => {
                             let (low, high) = (ZSTD_LEVELS.start(), ZSTD_LEVELS.end());
                             return Err(bad(&format!("lz4, zstd or zstd:LEVEL (a level from {low} to {high})")));
                         }
