@@ -172,6 +172,70 @@ pub fn stack_depths(path: &std::path::Path) -> (usize, usize, usize, f64) {
     (n, min, max, mean)
 }
 
+/// What a heaptrack output file (`heaptrack -o FILE`) holds: its bytes, and the allocation
+/// calls it records (its `+` lines; `None` for a gzip file, which is not read here).
+///
+/// Compare the calls with the program's own count before comparing anything else:
+/// Debian's heaptrack 1.4.0 loses the rest of a run when its interpreter process aborts,
+/// and still exits 0. It does abort (`std::bad_alloc`) on programs with tens of
+/// thousands of distinct (size, callstack) pairs: its set of them grows without bound
+/// (benches/RESULTS.md §37). Its file then covers only the part of the run before that.
+pub struct HeaptrackFile {
+    pub bytes: u64,
+    pub allocations: Option<u64>,
+}
+
+/// Reads heaptrack's file at `path` (`.zst`, or uncompressed).
+pub fn heaptrack_file(path: &std::path::Path) -> HeaptrackFile {
+    use std::io::BufRead;
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    let name = path.to_string_lossy();
+    let open = || std::fs::File::open(path).expect("heaptrack's file opens");
+    let reader: Option<Box<dyn std::io::Read>> = if name.ends_with(".zst") {
+        Some(Box::new(zstd::stream::read::Decoder::new(open()).expect("a zstd stream")))
+    } else if name.ends_with(".gz") {
+        None
+    } else {
+        Some(Box::new(open()))
+    };
+    let allocations = reader.map(|r| {
+        let mut r = std::io::BufReader::with_capacity(1 << 20, r);
+        let (mut line, mut n) = (Vec::new(), 0u64);
+        while r.read_until(b'\n', &mut line).expect("heaptrack's file reads") > 0 {
+            n += u64::from(line.starts_with(b"+ "));
+            line.clear();
+        }
+        n
+    });
+    HeaptrackFile { bytes, allocations }
+}
+
+/// The heap allocation calls a memreplay log records (allocations and reallocs, the
+/// calls heaptrack counts), and the bytes of the log up to the end of the first block at
+/// which they reach `upto` (the whole file if they never do), with the events up to there:
+/// `(allocations, bytes, events)`. Blocks are taken in file order, which follows time to
+/// within a flush. Used to compare a log with a heaptrack file that covers only the start
+/// of the same run.
+pub fn log_prefix(path: &std::path::Path, upto: u64) -> (u64, u64, u64) {
+    use memreplay_format::{block::FRAME_LEN, Event, LogReader};
+    let file = std::fs::File::open(path).expect("the log opens");
+    let mut reader = LogReader::new(std::io::BufReader::new(file)).expect("a memreplay log");
+    let (mut allocations, mut bytes, mut events) = (0u64, 0u64, 0u64);
+    let mut buf = Vec::new();
+    while let Some(block) = reader.next_block().expect("the log reads") {
+        if allocations >= upto {
+            break;
+        }
+        let decoded = block.decode_with(&mut buf).expect("an undamaged block");
+        for e in &decoded.events {
+            allocations += u64::from(matches!(e, Event::Alloc { domain: 0, .. } | Event::Realloc { .. }));
+        }
+        events += decoded.events.len() as u64;
+        bytes = block.offset + FRAME_LEN as u64 + u64::from(block.frame.stored_len);
+    }
+    (allocations, bytes, events)
+}
+
 #[cfg(feature = "recording")]
 mod recording {
     use std::time::Duration;
@@ -338,3 +402,76 @@ mod json {
 }
 
 pub use json::json_program;
+
+#[cfg(test)]
+mod tests {
+    use memreplay_fixtures::{header, log_bytes, temp_dir, End};
+    use memreplay_format::Event;
+
+    use super::*;
+
+    #[test]
+    fn heaptrack_files_are_counted_by_their_allocation_lines() {
+        // heaptrack's line kinds: allocation infos (`a`), allocations (`+`), frees (`-`),
+        // traces, strings, comments; only `+ ` lines are allocation calls.
+        let text = "v 10400 3\nX ./p\ns 6d61696e\nt 1 0\na 10 1\n+ 0\n+ 0\n- 0\na 20 1\n+ 1\n# + not one\nc 5\n";
+        let dir = temp_dir("bench-heaptrack-file");
+        let plain = dir.join("p.heaptrack");
+        std::fs::write(&plain, text).unwrap();
+        let zst = dir.join("p.heaptrack.zst");
+        std::fs::write(&zst, zstd::encode_all(text.as_bytes(), 3).unwrap()).unwrap();
+        let gz = dir.join("p.heaptrack.gz");
+        std::fs::write(&gz, b"not read").unwrap();
+        for path in [&plain, &zst] {
+            let f = heaptrack_file(path);
+            assert_eq!((f.allocations, f.bytes), (Some(3), std::fs::metadata(path).unwrap().len()), "{path:?}");
+        }
+        assert_eq!(heaptrack_file(&gz).allocations, None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_prefix_ends_with_the_block_that_reaches_the_count() {
+        let alloc = |seq: u64| Event::Alloc { seq, domain: 0, addr: 0x1000 * seq, size: 16, align_log2: 3, stack: 0 };
+        let free = |seq: u64, of: u64| Event::Free { seq, domain: 0, addr: 0x1000 * of, stack: 0 };
+        let realloc = |seq: u64, of: u64| Event::Realloc {
+            free_seq: seq,
+            seq: seq + 1,
+            old_addr: 0x1000 * of,
+            new_addr: 0x1000 * seq,
+            new_size: 32,
+            align_log2: 3,
+            stack: 0,
+        };
+        // Block 1: 2 allocation calls (4 events); block 2: 2 more (a realloc counts, a
+        // domain allocation does not); block 3: 1 more.
+        let blocks = vec![
+            (1, vec![alloc(1), alloc(2), free(3, 1), Event::Time { ns: 5 }]),
+            (
+                2,
+                vec![
+                    alloc(4),
+                    realloc(5, 2),
+                    Event::Alloc { seq: 7, domain: 1, addr: 0x10, size: 16, align_log2: 0, stack: 0 },
+                ],
+            ),
+            (1, vec![alloc(8)]),
+        ];
+        let bytes = log_bytes(&header(), &blocks, Some(End { lost: 0, end_ns: 10 }));
+        let dir = temp_dir("bench-log-prefix");
+        let path = dir.join("p.mrl");
+        std::fs::write(&path, &bytes).unwrap();
+        let whole = log_prefix(&path, u64::MAX);
+        assert_eq!((whole.0, whole.2), (5, 8));
+        assert!(whole.1 < bytes.len() as u64, "the end-of-log record follows the last block");
+        let (n1, b1, e1) = log_prefix(&path, 1);
+        assert_eq!((n1, e1), (2, 4));
+        let (n3, b3, e3) = log_prefix(&path, 3);
+        assert_eq!((n3, e3), (4, 7));
+        assert!(b1 < b3 && b3 < whole.1, "{b1} {b3} {}", whole.1);
+        assert_eq!(log_prefix(&path, 4).0, 4, "the second block reaches 4");
+        assert_eq!(log_prefix(&path, 5), whole);
+        assert_eq!(log_prefix(&path, 100), whole, "a count never reached takes the whole log");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

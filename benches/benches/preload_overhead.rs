@@ -16,6 +16,14 @@
 //! Each setup's overhead (its wall-time ratio − 1) is also given as a share of the
 //! overhead of heaptrack on the same build.
 //!
+//! `-- --shape churn` runs the other log shape of issue 17 instead, for log sizes against
+//! heaptrack's: `benches/programs/churn.c`, 2 threads freeing and allocating random
+//! sizes from 16 B to 1 MiB in 5,000 slots each through 16-deep call chains (`-- --ops N`
+//! steps per thread, default 1,800,000), frame-pointer build only.
+//!
+//! Each heaptrack file's allocation calls (its `+` lines) are checked against the
+//! program's: heaptrack exits 0 even when its interpreter lost the end of the run.
+//!
 //! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
 //! changes the work per thread, `-- --threads N` the threads, `-- --runs N` the runs).
 //! Builds the release `libmemreplay.so` first (`cargo build --release -p memreplay-capi`)
@@ -60,8 +68,8 @@ fn library() -> PathBuf {
 
 /// The program built with `-O2 -g` and `frame_pointers` (`-fno-omit-frame-pointer` or
 /// `-fomit-frame-pointer`).
-fn program(frame_pointers: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/capi/tests/preload/threads.c");
+fn program(source: &str, frame_pointers: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
     let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}{frame_pointers}", std::process::id()));
     let status = Command::new("cc")
         .args(["-O2", "-g", frame_pointers, "-pthread", "-o"])
@@ -98,20 +106,31 @@ fn main() {
     let iterations = arg("--iterations", 100_000);
     let threads = arg("--threads", 4);
     let runs = arg("--runs", RUNS);
+    let churn = match arg_text("--shape").as_deref() {
+        None | Some("threads") => false,
+        Some("churn") => true,
+        Some(other) => panic!("--shape takes threads or churn, not {other}"),
+    };
+    let ops = arg("--ops", 1_800_000);
     let lib = arg_text("--library").map(PathBuf::from).unwrap_or_else(library);
     let baseline = arg_text("--baseline").map(PathBuf::from);
     let prebuilt = [arg_text("--program"), arg_text("--program-nofp")];
+    let source = if churn { "programs/churn.c" } else { "../crates/capi/tests/preload/threads.c" };
+    // The churn shape compares log sizes: its frame-pointer build only.
     let exes: Vec<PathBuf> = prebuilt
         .iter()
         .zip(["-fno-omit-frame-pointer", "-fomit-frame-pointer"])
-        .map(|(given, flag)| given.as_ref().map(PathBuf::from).unwrap_or_else(|| program(flag)))
+        .take(if churn { 1 } else { 2 })
+        .map(|(given, flag)| given.as_ref().map(PathBuf::from).unwrap_or_else(|| program(source, flag)))
         .collect();
     let dir = std::env::temp_dir();
     let log = dir.join(format!("memreplay-preload-bench-{}.mrl", std::process::id()));
     let heaptrack_out = dir.join(format!("memreplay-preload-bench-{}-heaptrack", std::process::id()));
-    let args = [threads.to_string(), "7".to_owned(), iterations.to_string()];
-    // Events: threads × iterations × (4 allocations + 1 realloc + 4 frees).
-    let events = threads as f64 * iterations as f64 * 9.0;
+    let args =
+        if churn { vec![ops.to_string()] } else { vec![threads.to_string(), "7".to_owned(), iterations.to_string()] };
+    // Events: threads × iterations × (4 allocations + 1 realloc + 4 frees); churn.c: 2
+    // threads × ops × (1 allocation + 1 free).
+    let events = if churn { 4.0 * ops as f64 } else { threads as f64 * iterations as f64 * 9.0 };
     // (name, MEMREPLAY_OPTIONS, which build: 0 with frame pointers, 1 without, the
     // baseline library rather than `lib`). Each build's plain run comes first.
     let mut setups: Vec<(&str, Option<&str>, usize, bool)> = vec![
@@ -130,10 +149,18 @@ fn main() {
         setups.push(("baseline, unwinder stacks", Some("unwind=unwinder"), 0, true));
         setups.push(("baseline, unwinder, no-fp", Some("unwind=unwinder"), 1, true));
     }
+    setups.retain(|s| s.2 < exes.len());
     let have_heaptrack = Command::new("heaptrack").arg("--version").output().is_ok();
     let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); setups.len()];
     // Each setup's log (or heaptrack's file), bytes: the same every run but for timing.
     let mut log_bytes: Vec<Option<u64>> = vec![None; setups.len()];
+    // heaptrack's allocation calls, from its file of the last run: checked against the
+    // program's, since heaptrack exits 0 even when its interpreter lost the run's end.
+    let mut heaptrack_calls: Vec<Option<u64>> = vec![None; setups.len()];
+    // Allocation calls the program makes (heaptrack's `+` lines: allocations and reallocs),
+    // at least: threads × iterations × 4 (threads.c's tally: 3 allocations and 1 realloc
+    // an iteration; the C library makes a few more); churn.c: 2 × ops.
+    let calls = if churn { 2 * ops as u64 } else { threads as u64 * iterations as u64 * 4 };
     let heaptrack_file = {
         let mut f = heaptrack_out.clone().into_os_string();
         f.push(".zst");
@@ -162,12 +189,22 @@ fn main() {
             figures[i].1.push(cpu);
             let written = if name.starts_with("heaptrack") { Some(&heaptrack_file) } else { options.map(|_| &log) };
             log_bytes[i] = written.and_then(|f| std::fs::metadata(f).ok()).map(|m| m.len());
+            if name.starts_with("heaptrack") && heaptrack_calls[i].is_none() {
+                heaptrack_calls[i] = memreplay_benches::heaptrack_file(&heaptrack_file).allocations;
+            }
         }
     }
-    println!(
-        "preload_overhead: threads.c, {threads} threads x {iterations} iterations ({:.1} M heap events), median of {runs}",
-        events / 1e6
-    );
+    if churn {
+        println!(
+            "preload_overhead: churn.c, 2 threads x {ops} steps ({:.1} M heap events), median of {runs}",
+            events / 1e6
+        );
+    } else {
+        println!(
+            "preload_overhead: threads.c, {threads} threads x {iterations} iterations ({:.1} M heap events), median of {runs}",
+            events / 1e6
+        );
+    }
     println!(
         "{:<28} {:>9} {:>7} {:>9} {:>7} {:>12} {:>14} {:>9}",
         "setup", "wall s", "x", "CPU s", "x", "M events/s", "of heaptrack's", "B/event"
@@ -181,7 +218,7 @@ fn main() {
         let i = setups.iter().position(|s| s.2 == build && s.1.is_none() && s.0.starts_with("heaptrack") == heaptrack);
         i.and_then(|i| medians[i])
     };
-    for (((name, options, build, _), m), bytes) in setups.iter().zip(&medians).zip(&log_bytes) {
+    for (i, (((name, options, build, _), m), bytes)) in setups.iter().zip(&medians).zip(&log_bytes).enumerate() {
         let Some((w, c)) = *m else {
             println!("{name:<28} (not installed)");
             continue;
@@ -191,13 +228,25 @@ fn main() {
             Some((h, _)) if options.is_some() && h > w0 => format!("{:.2}", (w / w0 - 1.0) / (h / w0 - 1.0)),
             _ => String::new(),
         };
-        let per_event = bytes.map_or(String::new(), |b| format!("{:.2}", b as f64 / events));
+        let partial = heaptrack_calls[i].is_some_and(|n| n < calls);
+        let per_event = bytes
+            .map_or(String::new(), |b| format!("{}{:.2}", if partial { "partial " } else { "" }, b as f64 / events));
         println!(
             "{name:<28} {w:>9.3} {:>7.2} {c:>9.3} {:>7.2} {:>12.2} {share:>14} {per_event:>9}",
             w / w0,
             c / c0,
             events / w / 1e6
         );
+    }
+    for ((name, ..), n) in setups.iter().zip(&heaptrack_calls) {
+        match n {
+            Some(n) if *n < calls => println!(
+                "{name}: INCOMPLETE: its file records {n} of the program's {calls} or more allocation calls (heaptrack's \
+                 interpreter stopped early and heaptrack exited 0): its B/event covers part of the run"
+            ),
+            Some(n) => println!("{name}: its file records the whole run ({n} allocation calls; the program makes at least {calls})"),
+            None => {}
+        }
     }
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(heaptrack_file);
