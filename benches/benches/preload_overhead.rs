@@ -26,6 +26,8 @@
 //!
 //! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
 //! changes the work per thread, `-- --threads N` the threads, `-- --runs N` the runs).
+//! `cargo test --benches` runs it as a smoke test: 10,000 iterations (20,000 churn steps),
+//! one run of each setup.
 //! Builds the release `libmemreplay.so` first (`cargo build --release -p memreplay-capi`)
 //! and the two programs with `cc`, unless `-- --library PATH`, `-- --program PATH` and
 //! `-- --program-nofp PATH` name ones already built (to run the bench on a machine
@@ -103,15 +105,17 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let iterations = arg("--iterations", 100_000);
+    // `cargo test --benches` runs this too (no `--bench`): one small run of each setup.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let iterations = arg("--iterations", if smoke { 10_000 } else { 100_000 });
     let threads = arg("--threads", 4);
-    let runs = arg("--runs", RUNS);
+    let runs = arg("--runs", if smoke { 1 } else { RUNS });
     let churn = match arg_text("--shape").as_deref() {
         None | Some("threads") => false,
         Some("churn") => true,
         Some(other) => panic!("--shape takes threads or churn, not {other}"),
     };
-    let ops = arg("--ops", 1_800_000);
+    let ops = arg("--ops", if smoke { 20_000 } else { 1_800_000 });
     let lib = arg_text("--library").map(PathBuf::from).unwrap_or_else(library);
     let baseline = arg_text("--baseline").map(PathBuf::from);
     let prebuilt = [arg_text("--program"), arg_text("--program-nofp")];
