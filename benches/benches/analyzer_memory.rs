@@ -21,8 +21,8 @@
 //! **heaptrack's coverage is checked first.** heaptrack 1.4.0 (Debian 12's) loses the
 //! rest of a run when its interpreter process aborts, and still exits 0: on this program
 //! it does from about 41,000 distinct (size, callstack) pairs on (`std::bad_alloc`: its
-//! set of them grows without bound; RESULTS.md §37), which is every scale above about
-//! 50,000. So each scale compares heaptrack's allocation calls (its file's `+` lines)
+//! set of them grows without bound; RESULTS.md §37), which in the release build is every
+//! scale above about 50,000. So each scale compares heaptrack's allocation calls (its file's `+` lines)
 //! with memreplay's. Where heaptrack's file is incomplete the bench says so, quotes what
 //! heaptrack printed, and compares log sizes only over the span heaptrack's file covers
 //! (memreplay's blocks up to its allocation of the same count); `heaptrack_print` of a
@@ -97,11 +97,16 @@ struct Heaptrack {
 }
 
 impl Figures {
-    /// Whether heaptrack's file records the whole run: at least as many allocation calls
-    /// as memreplay's log, less 1 % (heaptrack also sees a few calls made before
+    /// Whether `calls` allocation calls (heaptrack's) are the whole run: as many as
+    /// memreplay's log holds, less 1 % (heaptrack also sees a few calls made before
     /// memreplay's recording starts).
+    fn whole_run(&self, calls: u64) -> bool {
+        calls * 100 >= self.allocations * 99
+    }
+
+    /// heaptrack's figures, if its file records the whole run.
     fn heaptrack_complete(&self) -> Option<&Heaptrack> {
-        self.heaptrack.as_ref().filter(|h| h.file.allocations.is_some_and(|n| n * 100 >= self.allocations * 99))
+        self.heaptrack.as_ref().filter(|h| h.file.allocations.is_some_and(|n| self.whole_run(n)))
     }
 }
 
@@ -143,7 +148,7 @@ fn measure(scale: u64, dir: &Path) -> Figures {
         assert!(out.status.success(), "heaptrack failed: {}", String::from_utf8_lossy(&out.stderr));
         let said = String::from_utf8_lossy(&out.stderr)
             .lines()
-            .filter(|l| ["terminate", "what()", "Aborted", "rror"].iter().any(|w| l.contains(w)))
+            .filter(|l| ["terminate", "what()", "abort", "error"].iter().any(|w| l.to_lowercase().contains(w)))
             .map(|l| l.trim().to_string())
             .collect();
         let path = [".zst", ".gz", ""]
@@ -223,45 +228,44 @@ fn main() {
             f.ours_s,
             mib(f.ours_rss_unnamed)
         );
-        if let Some(h) = f.heaptrack_complete() {
-            println!(
-                "  heaptrack: its file records the whole run ({} allocation calls); log {:.2} B/event (of memreplay's \
-                 events): memreplay's log {:.2}x its size ({:.2}x with zstd blocks); heaptrack_print {:.1} MiB peak RSS \
-                 in {:.2} s: summarize {:.2}x that",
-                h.file.allocations.unwrap_or(0),
+        match f.heaptrack.as_ref().map(|h| (h, h.file.allocations)) {
+            None => {}
+            Some((h, Some(calls))) if f.whole_run(calls) => println!(
+                "  heaptrack: its file records the whole run ({calls} allocation calls); log {:.2} B/event (of \
+                 memreplay's events): memreplay's log {:.2}x its size ({:.2}x with zstd blocks); heaptrack_print {:.1} \
+                 MiB peak RSS in {:.2} s: summarize {:.2}x that",
                 h.file.bytes as f64 / f.events as f64,
                 f.ours_bytes as f64 / h.file.bytes as f64,
                 f.ours_bytes_zstd as f64 / h.file.bytes as f64,
                 mib(h.print_rss),
                 h.print_s,
                 f.ours_rss as f64 / h.print_rss as f64
-            );
-        } else if let Some(h) = f.heaptrack.as_ref().filter(|h| h.file.allocations.is_none()) {
-            println!(
+            ),
+            Some((h, Some(covered))) => {
+                println!(
+                    "  heaptrack: INCOMPLETE: its file records {covered} of the run's {} allocation calls ({:.0} %) \
+                     and heaptrack exited 0{}",
+                    f.allocations,
+                    100.0 * covered as f64 / f.allocations as f64,
+                    if h.said.is_empty() { String::new() } else { format!("; it printed: {}", h.said.join(" / ")) }
+                );
+                let (n, bytes, events) = log_prefix(&f.log, covered);
+                let (_, bytes_zstd, _) = log_prefix(&f.zstd_log, covered);
+                println!(
+                    "    over the span it covers (memreplay's blocks up to its allocation call {n}: {events} events), \
+                     memreplay's log is {:.2}x heaptrack's file ({:.2}x with zstd blocks); heaptrack_print of that \
+                     partial file: {:.1} MiB peak RSS in {:.2} s (not compared with summarize of the whole run)",
+                    bytes as f64 / h.file.bytes as f64,
+                    bytes_zstd as f64 / h.file.bytes as f64,
+                    mib(h.print_rss),
+                    h.print_s
+                );
+            }
+            Some((h, None)) => println!(
                 "  heaptrack: a gzip file ({} bytes), not read: how much of the run it covers is not known, so it is \
                  not compared",
                 h.file.bytes
-            );
-        } else if let Some(h) = &f.heaptrack {
-            let covered = h.file.allocations.unwrap_or(0);
-            println!(
-                "  heaptrack: INCOMPLETE: its file records {covered} of the run's {} allocation calls ({:.0} %) and \
-                 heaptrack exited 0{}",
-                f.allocations,
-                100.0 * covered as f64 / f.allocations as f64,
-                if h.said.is_empty() { String::new() } else { format!("; it printed: {}", h.said.join(" / ")) }
-            );
-            let (n, bytes, events) = log_prefix(&f.log, covered);
-            let (_, bytes_zstd, _) = log_prefix(&f.zstd_log, covered);
-            println!(
-                "    over the span it covers (memreplay's blocks up to its allocation call {n}: {events} events), \
-                 memreplay's log is {:.2}x heaptrack's file ({:.2}x with zstd blocks); heaptrack_print of that \
-                 partial file: {:.1} MiB peak RSS in {:.2} s (not compared with summarize of the whole run)",
-                bytes as f64 / h.file.bytes as f64,
-                bytes_zstd as f64 / h.file.bytes as f64,
-                mib(h.print_rss),
-                h.print_s
-            );
+            ),
         }
         figures.push(f);
     }

@@ -68,8 +68,8 @@ fn library() -> PathBuf {
     release_dir().join("libmemreplay.so")
 }
 
-/// The program built with `-O2 -g` and `frame_pointers` (`-fno-omit-frame-pointer` or
-/// `-fomit-frame-pointer`).
+/// The C program at `source` (relative to this package) built with `-O2 -g` and
+/// `frame_pointers` (`-fno-omit-frame-pointer` or `-fomit-frame-pointer`).
 fn program(source: &str, frame_pointers: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
     let out = std::env::temp_dir().join(format!("memreplay-preload-bench-{}{frame_pointers}", std::process::id()));
