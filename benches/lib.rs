@@ -177,8 +177,8 @@ pub fn stack_depths(path: &std::path::Path) -> (usize, usize, usize, f64) {
 ///
 /// Compare the calls with the program's own count before comparing anything else:
 /// Debian's heaptrack 1.4.0 loses the rest of a run when its interpreter process aborts,
-/// and still exits 0. It does abort (`std::bad_alloc`) on programs with tens of
-/// thousands of distinct (size, callstack) pairs: its set of them grows without bound
+/// and still exits 0. It does abort (`std::bad_alloc`) on some programs with tens of
+/// thousands of distinct (size, callstack) pairs, whose set it grows without bound
 /// (benches/RESULTS.md §37). Its file then covers only the part of the run before that.
 pub struct HeaptrackFile {
     pub bytes: u64,

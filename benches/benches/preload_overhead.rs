@@ -198,17 +198,12 @@ fn main() {
             }
         }
     }
-    if churn {
-        println!(
-            "preload_overhead: churn.c, 2 threads x {ops} steps ({:.1} M heap events), median of {runs}",
-            events / 1e6
-        );
+    let work = if churn {
+        format!("churn.c, 2 threads x {ops} steps")
     } else {
-        println!(
-            "preload_overhead: threads.c, {threads} threads x {iterations} iterations ({:.1} M heap events), median of {runs}",
-            events / 1e6
-        );
-    }
+        format!("threads.c, {threads} threads x {iterations} iterations")
+    };
+    println!("preload_overhead: {work} ({:.1} M heap events), median of {runs}", events / 1e6);
     println!(
         "{:<28} {:>9} {:>7} {:>9} {:>7} {:>12} {:>14} {:>9}",
         "setup", "wall s", "x", "CPU s", "x", "M events/s", "of heaptrack's", "B/event"
