@@ -13,7 +13,8 @@
 //! call `replay-cli summarize` makes, symbolication included) and `heaptrack_print` read
 //! the logs, each in a fresh child process whose peak RSS (`wait4`'s `ru_maxrss`) is
 //! measured. Printed per scale: live allocations at the heap's peak, events, log size in
-//! bytes per event (also of a second recording with zstd blocks), and both analyzers' peak
+//! bytes per event (also of recordings with zstd blocks and with each block's fields in
+//! columns, `compression=zstd`, `lz4-columns`, `zstd-columns`), and both analyzers' peak
 //! RSS (ours also with `--no-symbols`: heaptrack resolves symbols while it records, so
 //! `heaptrack_print` has none to load); then, from the last two scales, each analyzer's
 //! bytes per live allocation (the slope) and its fixed part (the intercept).
@@ -75,14 +76,22 @@ struct Figures {
     /// The same without symbolication (`--no-symbols`): the replay and the report alone.
     ours_rss_unnamed: u64,
     ours_bytes: u64,
-    /// The same program's log with zstd blocks (`compression=zstd`, level 1).
-    ours_bytes_zstd: u64,
+    /// The same program recorded with each of `OTHER_METHODS`: its log and the log's bytes.
+    other_logs: Vec<(PathBuf, u64)>,
     ours_s: f64,
     /// The heap allocation calls memreplay recorded (allocations and reallocs).
     allocations: u64,
     log: PathBuf,
-    zstd_log: PathBuf,
     heaptrack: Option<Heaptrack>,
+}
+
+/// The recorder's other compression methods (option `compression=`), each a recording of
+/// its own beside the default LZ4 one.
+const OTHER_METHODS: [&str; 3] = ["zstd", "lz4-columns", "zstd-columns"];
+
+/// `a, b, c` for the other methods' values: "zstd 2.72, lz4-columns 3.39, ...".
+fn per_method(values: impl Iterator<Item = f64>, unit: &str) -> String {
+    OTHER_METHODS.iter().zip(values).map(|(m, v)| format!("{m} {v:.2}{unit}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The same scale under heaptrack.
@@ -123,15 +132,21 @@ fn measure(scale: u64, dir: &Path) -> Figures {
     let live = heap["peak"]["count"].as_u64().expect("peak count");
     let events = v["capture"]["events"].as_u64().expect("events");
     let ours_bytes = std::fs::metadata(&log).map_or(0, |m| m.len());
-    let zstd_log = dir.join(format!("program-{scale}-zstd.mrl"));
-    let (_, out) = run_measured(
-        Command::new(&exe)
-            .args(["--program", &scale.to_string()])
-            .env("MEMREPLAY_LOG", &zstd_log)
-            .env("MEMREPLAY_OPTIONS", "compression=zstd"),
-    );
-    assert_eq!(out.trim().parse::<u64>().expect("the program's count"), values);
-    let ours_bytes_zstd = std::fs::metadata(&zstd_log).map_or(0, |m| m.len());
+    let other_logs = OTHER_METHODS
+        .iter()
+        .map(|method| {
+            let other = dir.join(format!("program-{scale}-{method}.mrl"));
+            let (_, out) = run_measured(
+                Command::new(&exe)
+                    .args(["--program", &scale.to_string()])
+                    .env("MEMREPLAY_LOG", &other)
+                    .env("MEMREPLAY_OPTIONS", format!("compression={method}")),
+            );
+            assert_eq!(out.trim().parse::<u64>().expect("the program's count"), values);
+            let bytes = std::fs::metadata(&other).map_or(0, |m| m.len());
+            (other, bytes)
+        })
+        .collect();
     let (ours_rss_unnamed, _) =
         run_measured(Command::new(&exe).args(["--summarize", &log.display().to_string(), "--no-symbols"]));
     let allocations = heap["total"]["count"].as_u64().expect("allocation count");
@@ -160,19 +175,7 @@ fn measure(scale: u64, dir: &Path) -> Figures {
         let (print_rss, _) = run_measured(Command::new("heaptrack_print").arg(&path));
         Heaptrack { file: heaptrack_file(&path), print_rss, print_s: t.elapsed().as_secs_f64(), said }
     });
-    Figures {
-        live,
-        events,
-        ours_rss,
-        ours_rss_unnamed,
-        ours_bytes,
-        ours_bytes_zstd,
-        ours_s,
-        allocations,
-        log,
-        zstd_log,
-        heaptrack,
-    }
+    Figures { live, events, ours_rss, ours_rss_unnamed, ours_bytes, other_logs, ours_s, allocations, log, heaptrack }
 }
 
 fn which(tool: &str) -> Option<PathBuf> {
@@ -218,12 +221,12 @@ fn main() {
         let f = measure(scale, &dir);
         println!(
             "scale {scale}: {} live allocations at the heap's peak, {} events, {} allocation calls; memreplay: log \
-             {:.2} B/event ({:.2} with zstd blocks), summarize {:.1} MiB peak RSS in {:.2} s ({:.1} MiB with --no-symbols)",
+             {:.2} B/event ({}), summarize {:.1} MiB peak RSS in {:.2} s ({:.1} MiB with --no-symbols)",
             f.live,
             f.events,
             f.allocations,
             f.ours_bytes as f64 / f.events as f64,
-            f.ours_bytes_zstd as f64 / f.events as f64,
+            per_method(f.other_logs.iter().map(|o| o.1 as f64 / f.events as f64), ""),
             mib(f.ours_rss),
             f.ours_s,
             mib(f.ours_rss_unnamed)
@@ -232,11 +235,11 @@ fn main() {
             None => {}
             Some((h, Some(calls))) if f.whole_run(calls) => println!(
                 "  heaptrack: its file records the whole run ({calls} allocation calls); log {:.2} B/event (of \
-                 memreplay's events): memreplay's log {:.2}x its size ({:.2}x with zstd blocks); heaptrack_print {:.1} \
-                 MiB peak RSS in {:.2} s: summarize {:.2}x that",
+                 memreplay's events): memreplay's log {:.2}x its size ({}); heaptrack_print {:.1} MiB peak RSS in \
+                 {:.2} s: summarize {:.2}x that",
                 h.file.bytes as f64 / f.events as f64,
                 f.ours_bytes as f64 / h.file.bytes as f64,
-                f.ours_bytes_zstd as f64 / h.file.bytes as f64,
+                per_method(f.other_logs.iter().map(|o| o.1 as f64 / h.file.bytes as f64), "x"),
                 mib(h.print_rss),
                 h.print_s,
                 f.ours_rss as f64 / h.print_rss as f64
@@ -250,13 +253,13 @@ fn main() {
                     if h.said.is_empty() { String::new() } else { format!("; it printed: {}", h.said.join(" / ")) }
                 );
                 let (n, bytes, events) = log_prefix(&f.log, covered);
-                let (_, bytes_zstd, _) = log_prefix(&f.zstd_log, covered);
+                let others = f.other_logs.iter().map(|o| log_prefix(&o.0, covered).1 as f64 / h.file.bytes as f64);
                 println!(
                     "    over the span it covers (memreplay's blocks up to its allocation call {n}: {events} events), \
-                     memreplay's log is {:.2}x heaptrack's file ({:.2}x with zstd blocks); heaptrack_print of that \
-                     partial file: {:.1} MiB peak RSS in {:.2} s (not compared with summarize of the whole run)",
+                     memreplay's log is {:.2}x heaptrack's file ({}); heaptrack_print of that partial file: {:.1} MiB \
+                     peak RSS in {:.2} s (not compared with summarize of the whole run)",
                     bytes as f64 / h.file.bytes as f64,
-                    bytes_zstd as f64 / h.file.bytes as f64,
+                    per_method(others, "x"),
                     mib(h.print_rss),
                     h.print_s
                 );

@@ -8,7 +8,9 @@
 //! recording (the baseline: time and memory of the workload itself), then recording with
 //! 16-frame callstacks (the configuration of the ≤ 4 bytes/event target), without
 //! callstacks, and with free callstacks too; the first two also with zstd blocks
-//! (`_zstd`, `compression=zstd`: level 1) instead of LZ4. Then a saturation run: a tight loop of
+//! (`_zstd`, `compression=zstd`: level 1) instead of LZ4, and with the blocks' fields in
+//! columns before either (`_lz4_columns`, `_zstd_columns`: `compression=lz4-columns`,
+//! `zstd-columns`; format 1.5). Then a saturation run: a tight loop of
 //! 64-byte pairs as fast as possible (4 M events), where the writer is the bottleneck.
 //! Then 400 threads, started one after another (`threads_*`) or four at a time
 //! (`threads4_*`), each making 20 000 pairs (16 M events): the recorder's memory must not
@@ -174,6 +176,16 @@ fn stacks16_zstd(c: Config) -> Config {
 fn nostack_zstd(c: Config) -> Config {
     nostack(c).compression(PayloadCompression::Zstd { level: 1 })
 }
+/// The same with the blocks' fields in columns, then LZ4 or zstd (format 1.5).
+fn stacks16_lz4_columns(c: Config) -> Config {
+    stacks16(c).compression(PayloadCompression::Lz4Columns)
+}
+fn stacks16_zstd_columns(c: Config) -> Config {
+    stacks16(c).compression(PayloadCompression::ZstdColumns { level: 1 })
+}
+fn nostack_zstd_columns(c: Config) -> Config {
+    nostack(c).compression(PayloadCompression::ZstdColumns { level: 1 })
+}
 fn stacks16_free(c: Config) -> Config {
     stacks16(c).free_callstacks(true)
 }
@@ -246,12 +258,15 @@ fn stacks16_writer_encodes(c: Config) -> Config {
     stacks16(c).encoder_threads(1)
 }
 
-const SETUPS: [Setup; 29] = [
+const SETUPS: [Setup; 32] = [
     Setup { name: "workload_baseline", config: None, work: workload },
     Setup { name: "workload_stack16", config: Some(stacks16), work: workload },
     Setup { name: "workload_stack16_zstd", config: Some(stacks16_zstd), work: workload },
+    Setup { name: "workload_stack16_lz4_columns", config: Some(stacks16_lz4_columns), work: workload },
+    Setup { name: "workload_stack16_zstd_columns", config: Some(stacks16_zstd_columns), work: workload },
     Setup { name: "workload_nostack", config: Some(nostack), work: workload },
     Setup { name: "workload_nostack_zstd", config: Some(nostack_zstd), work: workload },
+    Setup { name: "workload_nostack_zstd_columns", config: Some(nostack_zstd_columns), work: workload },
     Setup { name: "workload_stack16_free", config: Some(stacks16_free), work: workload },
     Setup { name: "saturation_baseline", config: None, work: tight },
     Setup { name: "saturation_stack16", config: Some(stacks16), work: tight },

@@ -11,7 +11,9 @@
 //! (user and system time of the process and what it waited for, from `wait4`) and their
 //! ratios to the plain run's of the same build, the events per second recorded, and the
 //! size of the log each writes per heap event (memreplay's with LZ4 blocks and, in
-//! `memreplay, fp stacks, zstd`, with zstd blocks; heaptrack's zstd-compressed file).
+//! `memreplay, fp stacks, zstd`, with zstd blocks, in `memreplay, fp, lz4-columns` and
+//! `zstd-columns` with each block's fields in columns first; heaptrack's zstd-compressed
+//! file).
 //!
 //! Each setup's overhead (its wall-time ratio − 1) is also given as a share of the
 //! overhead of heaptrack on the same build.
@@ -141,6 +143,8 @@ fn main() {
         ("plain", None, 0, false),
         ("memreplay, fp stacks", Some("unwind=fp"), 0, false),
         ("memreplay, fp stacks, zstd", Some("unwind=fp,compression=zstd"), 0, false),
+        ("memreplay, fp, lz4-columns", Some("unwind=fp,compression=lz4-columns"), 0, false),
+        ("memreplay, fp, zstd-columns", Some("unwind=fp,compression=zstd-columns"), 0, false),
         ("memreplay, unwinder stacks", Some("unwind=unwinder"), 0, false),
         ("memreplay, no stacks", Some("callstacks=off"), 0, false),
         ("heaptrack", None, 0, false),

@@ -22,7 +22,7 @@ pub mod writer;
 
 pub use block::{
     BlockError, BlockFrame, BlockKind, Compression, EndOfLog, EventEncoder, PayloadCompression, PayloadCompressor,
-    ZSTD_LEVELS,
+    COMPRESSION_VALUES, ZSTD_LEVELS,
 };
 pub use event::*;
 pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use memreplay_format::{PayloadCompression, ZSTD_LEVELS};
+use memreplay_format::{PayloadCompression, COMPRESSION_VALUES, ZSTD_LEVELS};
 
 /// How callstacks are captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +195,7 @@ impl Config {
         if self.process_memory_interval.is_some_and(|d| d.is_zero()) {
             return Err(ConfigError("process_memory_interval must be above zero (None turns sampling off)".into()));
         }
-        if let PayloadCompression::Zstd { level } = self.compression {
+        if let Some(level) = self.compression.zstd_level() {
             if !ZSTD_LEVELS.contains(&level) {
                 let (low, high) = (ZSTD_LEVELS.start(), ZSTD_LEVELS.end());
                 return Err(ConfigError(format!("the zstd level must be {low}..={high}, got {level}")));
@@ -209,7 +209,8 @@ impl Config {
     /// `callstacks=on|off`, `free-callstacks=on|off`, `usage=on|off`, `depth=N`,
     /// `unwind=fp|unwinder`, `flush-ms=N`, `buffer-mib=N`, `memory-ms=N` (process memory
     /// sampling interval; 0 = off), `encoders=N` (encoder threads; 0 = one per core),
-    /// `compression=lz4|zstd|zstd:LEVEL` (zstd alone: level 1).
+    /// `compression=lz4|zstd|zstd:LEVEL|lz4-columns|zstd-columns|zstd-columns:LEVEL` (zstd
+    /// alone: level 1; `-columns`: the block's fields in columns first, format 1.5).
     pub fn from_env() -> Result<Option<Config>, ConfigError> {
         let path = match std::env::var_os("MEMREPLAY_LOG") {
             Some(p) if !p.is_empty() => p,
@@ -273,16 +274,7 @@ impl Config {
                     )? as usize
                 }
                 "compression" => {
-                    let level =
-                        value.strip_prefix("zstd:").map_or(Some(1).filter(|_| value == "zstd"), |l| l.parse().ok());
-                    self.compression = match level.filter(|l| ZSTD_LEVELS.contains(l)) {
-                        _ if value == "lz4" => PayloadCompression::Lz4,
-                        Some(level) => PayloadCompression::Zstd { level },
-                        None => {
-                            let (low, high) = (ZSTD_LEVELS.start(), ZSTD_LEVELS.end());
-                            return Err(bad(&format!("lz4, zstd or zstd:LEVEL (a level from {low} to {high})")));
-                        }
-                    }
+                    self.compression = PayloadCompression::from_option(value).ok_or_else(|| bad(COMPRESSION_VALUES))?
                 }
                 _ => return Err(ConfigError(format!("unknown option `{key}` (options: {OPTION_NAMES})"))),
             }
@@ -326,14 +318,34 @@ mod tests {
         assert_eq!(zstd("compression=zstd"), PayloadCompression::Zstd { level: 1 });
         assert_eq!(zstd("compression=zstd:19"), PayloadCompression::Zstd { level: 19 });
         assert_eq!(zstd("compression=zstd,compression=lz4"), PayloadCompression::Lz4);
-        for wrong in ["zstd:0", "zstd:20", "zstd:-1", "zstd:", "zstd:x", "lz4:1", "gzip", ""] {
+        assert_eq!(zstd("compression=lz4-columns"), PayloadCompression::Lz4Columns);
+        assert_eq!(zstd("compression=zstd-columns"), PayloadCompression::ZstdColumns { level: 1 });
+        assert_eq!(zstd("compression=zstd-columns:3"), PayloadCompression::ZstdColumns { level: 3 });
+        let wrong_values = [
+            "zstd:0",
+            "zstd:20",
+            "zstd:-1",
+            "zstd:",
+            "zstd:x",
+            "lz4:1",
+            "lz4-columns:1",
+            "zstd-columns:20",
+            "gzip",
+            "",
+        ];
+        for wrong in wrong_values {
             assert_eq!(
                 err(&format!("compression={wrong}")),
-                format!("compression takes lz4, zstd or zstd:LEVEL (a level from 1 to 19), not `{wrong}`")
+                format!(
+                    "compression takes lz4, zstd, zstd:LEVEL, lz4-columns, zstd-columns or zstd-columns:LEVEL (a \
+                     level from 1 to 19), not `{wrong}`"
+                )
             );
         }
         let level_22 = Config::new("x").compression(PayloadCompression::Zstd { level: 22 }).validate();
         assert_eq!(level_22.unwrap_err().0, "the zstd level must be 1..=19, got 22");
+        let level_0 = Config::new("x").compression(PayloadCompression::ZstdColumns { level: 0 }).validate();
+        assert_eq!(level_0.unwrap_err().0, "the zstd level must be 1..=19, got 0");
         assert_eq!(err("encoders=65"), "encoders takes a number of threads from 0 (one per core) to 64, not `65`");
         assert_eq!(Config::new("x").with_options("encoders=3").unwrap().encoders(), 3);
         assert!(Config::new("x").encoders() >= 1);

@@ -112,10 +112,21 @@ fn sessions_stop_and_start_again_in_one_process() {
 /// reads back with every allocation the threads made.
 #[test]
 fn zstd_compressed_sessions_keep_every_event() {
+    compressed_session_keeps_every_event("compression=zstd:3", &[Compression::Zstd]);
+}
+
+/// `compression=lz4-columns`: the same with the blocks' fields in columns.
+#[test]
+fn column_compressed_sessions_keep_every_event() {
+    compressed_session_keeps_every_event("compression=lz4-columns", &[Compression::Lz4Columns]);
+}
+
+/// Records three threads with `options`, whose blocks must be stored with `methods`
+/// (the first of them at least once) or as they are.
+fn compressed_session_keeps_every_event(options: &str, methods: &[Compression]) {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let path = temp_log("zstd.mrl");
-    let config = memreplay::Config::new(&path).encoder_threads(2).with_options("compression=zstd:3").unwrap();
-    assert_eq!(config.compression, memreplay::PayloadCompression::Zstd { level: 3 });
+    let path = temp_log("compressed.mrl");
+    let config = memreplay::Config::new(&path).encoder_threads(2).with_options(options).unwrap();
     memreplay::start(config).unwrap();
     std::thread::scope(|s| {
         for t in 0..3u64 {
@@ -136,9 +147,9 @@ fn zstd_compressed_sessions_keep_every_event() {
     let log = Log::open(&path).unwrap();
     assert!(log.report.is_clean(), "{:?}", log.report);
     assert_eq!(log.report.end.unwrap().events, stats.events);
-    let methods: Vec<Compression> = log.blocks.iter().map(|b| b.frame.compression).collect();
-    assert!(methods.contains(&Compression::Zstd), "{methods:?}");
-    assert!(methods.iter().all(|c| matches!(c, Compression::Zstd | Compression::None)), "{methods:?}");
+    let used: Vec<Compression> = log.blocks.iter().map(|b| b.frame.compression).collect();
+    assert!(used.contains(&methods[0]), "{options}: {used:?}");
+    assert!(used.iter().all(|c| methods.contains(c) || *c == Compression::None), "{options}: {used:?}");
     let mut per_size = HashMap::new();
     for (_, e) in log.events() {
         if let Event::Alloc { size: size @ 70_001..=70_003, domain: HEAP_DOMAIN, .. } = e {
@@ -266,7 +277,7 @@ fn budgets_and_display_sizes_are_recorded_in_the_querying_threads_stream() {
 
     let log = Log::open(&path).unwrap();
     assert!(log.report.is_clean(), "{:?}", log.report);
-    assert_eq!((log.header.version_major, log.header.version_minor), (1, 4));
+    assert_eq!((log.header.version_major, log.header.version_minor), (1, 5));
     let names = strings(&log);
     let events: Vec<(u32, &Event)> = log.events().collect();
     let vram_id = events

@@ -604,11 +604,9 @@ pub enum UnwindArg {
 /// `--compression`: checked here, so that a wrong value stops `record` before the
 /// program runs (the recorder checks it again).
 fn compression_option(v: &str) -> Result<String, String> {
-    let level_ok = |l: &str| l.parse::<u8>().is_ok_and(|l| (1..=19).contains(&l));
-    match v.split_once(':') {
-        None if v == "lz4" || v == "zstd" => Ok(v.to_owned()),
-        Some(("zstd", level)) if level_ok(level) => Ok(v.to_owned()),
-        _ => Err("expected lz4, zstd or zstd:LEVEL with a level from 1 to 19".into()),
+    match memreplay_format::PayloadCompression::from_option(v) {
+        Some(_) => Ok(v.to_owned()),
+        None => Err(format!("expected {}", memreplay_format::COMPRESSION_VALUES)),
     }
 }
 
@@ -649,9 +647,11 @@ pub struct RecordArgs {
     pub unwind: UnwindArg,
     /// How the log's blocks are compressed (recorder option `compression`): `lz4` (the
     /// default), `zstd` (level 1: about a third smaller on a real program's log, for
-    /// about 8 ns more encoder CPU per event) or `zstd:LEVEL` (1 to 19). A zstd log
-    /// needs a reader of format 1.4 or later.
-    #[arg(long, value_name = "lz4|zstd|zstd:LEVEL", value_parser = compression_option)]
+    /// about 8 ns more encoder CPU per event) or `zstd:LEVEL` (1 to 19); `lz4-columns`,
+    /// `zstd-columns` or `zstd-columns:LEVEL` gather each block's fields in columns
+    /// first (a fifth smaller again). A zstd log needs a reader of format 1.4 or later, a
+    /// columns log one of 1.5.
+    #[arg(long, value_name = "METHOD", value_parser = compression_option)]
     pub compression: Option<String>,
     /// More recorder options, as in MEMREPLAY_OPTIONS (`key=value,...`), passed through
     /// after those of the flags above.

@@ -145,15 +145,16 @@ pub struct LogBytes {
     /// Raw payload bytes by record kind, in the order of `Info::events`; `unknown`:
     /// records of a newer minor version, skipped. They sum to `raw`.
     pub raw_by_record: Vec<RecordBytes>,
-    /// The blocks by how their payload is stored (`lz4`, `zstd`, `none`: as is, when
-    /// compressing did not make it smaller), in that order, each method present.
+    /// The blocks by how their payload is stored (`lz4`, `zstd`, `lz4-columns`,
+    /// `zstd-columns`, `none`: as is, when compressing did not make it smaller), in that
+    /// order, each method present.
     pub compression: Vec<CompressionBytes>,
 }
 
 /// The event blocks stored one way, and their payloads' bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CompressionBytes {
-    /// `lz4`, `zstd` or `none`.
+    /// `lz4`, `zstd`, `lz4-columns`, `zstd-columns` or `none`.
     pub method: &'static str,
     /// Event blocks stored this way.
     pub blocks: u64,
@@ -165,8 +166,13 @@ pub struct CompressionBytes {
 
 /// The methods of [`LogBytes::compression`], by the frame's compression byte (SPEC.md
 /// §4.2); a block of any other decodes nowhere, so is never counted.
-const COMPRESSION_METHODS: [(Compression, &str); 3] =
-    [(Compression::Lz4, "lz4"), (Compression::Zstd, "zstd"), (Compression::None, "none")];
+const COMPRESSION_METHODS: [(Compression, &str); 5] = [
+    (Compression::Lz4, "lz4"),
+    (Compression::Zstd, "zstd"),
+    (Compression::Lz4Columns, "lz4-columns"),
+    (Compression::ZstdColumns, "zstd-columns"),
+    (Compression::None, "none"),
+];
 
 /// The raw payload bytes of one kind of record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

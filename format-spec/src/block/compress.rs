@@ -1,8 +1,11 @@
 //! The entropy stage of a block (SPEC.md §4.2): how writers compress a payload and how
 //! readers get it back. LZ4 (method 1) is the default; zstd (method 2, format 1.4) is a
-//! writer's choice that trades encoder CPU for a smaller log. Readers take both.
+//! writer's choice that trades encoder CPU for a smaller log, and so are field columns in
+//! front of either (methods 3 and 4, format 1.5; `columns.rs`). Readers take them all.
 
+use super::columns::{self, Columns};
 use super::{BlockError, Compression};
+use crate::varint::Cursor;
 
 /// How a writer compresses block payloads. Readers need no setting: each block's frame
 /// says how it is stored.
@@ -16,11 +19,58 @@ pub enum PayloadCompression {
     /// event on the encoder (benches/RESULTS.md §36). Without the crate's `zstd` feature
     /// (which the recorder turns on when it records) writers use LZ4 instead.
     Zstd { level: i32 },
+    /// The payload's fields gathered in columns, then LZ4 (method 3, format 1.5): about
+    /// a fifth smaller than LZ4 alone (benches/RESULTS.md §38).
+    Lz4Columns,
+    /// The payload's fields gathered in columns, then zstd at `level` (method 4, format
+    /// 1.5). Without the `zstd` feature writers use [`PayloadCompression::Lz4Columns`].
+    ZstdColumns { level: i32 },
 }
+
+impl PayloadCompression {
+    /// The zstd level, for the methods that use zstd.
+    pub fn zstd_level(self) -> Option<i32> {
+        match self {
+            PayloadCompression::Zstd { level } | PayloadCompression::ZstdColumns { level } => Some(level),
+            PayloadCompression::Lz4 | PayloadCompression::Lz4Columns => None,
+        }
+    }
+
+    /// Whether the payload's fields go into columns before the entropy stage.
+    pub fn columns(self) -> bool {
+        matches!(self, PayloadCompression::Lz4Columns | PayloadCompression::ZstdColumns { .. })
+    }
+
+    /// The method an option value names (the recorder's `compression=`, `replay-cli
+    /// record --compression`): `lz4`, `zstd`, `zstd:LEVEL`, `lz4-columns`,
+    /// `zstd-columns` or `zstd-columns:LEVEL` (zstd without a level: level 1); `None`
+    /// for anything else ([`COMPRESSION_VALUES`] says what is accepted).
+    pub fn from_option(value: &str) -> Option<Self> {
+        let (name, level) = match value.split_once(':') {
+            Some((name, level)) => (name, Some(level.parse().ok().filter(|l| ZSTD_LEVELS.contains(l))?)),
+            None => (value, None),
+        };
+        Some(match (name, level) {
+            ("lz4", None) => PayloadCompression::Lz4,
+            ("lz4-columns", None) => PayloadCompression::Lz4Columns,
+            ("zstd", level) => PayloadCompression::Zstd { level: level.unwrap_or(1) },
+            ("zstd-columns", level) => PayloadCompression::ZstdColumns { level: level.unwrap_or(1) },
+            _ => return None,
+        })
+    }
+}
+
+/// What [`PayloadCompression::from_option`] accepts, for error messages.
+pub const COMPRESSION_VALUES: &str =
+    "lz4, zstd, zstd:LEVEL, lz4-columns, zstd-columns or zstd-columns:LEVEL (a level from 1 to 19)";
 
 /// zstd levels a writer may ask for: 1 (the fast end; the negative levels measured no
 /// smaller than LZ4 on random-sized logs) to 19 (the slowest without long-window modes).
 pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=19;
+
+/// How many bytes columns may exceed their payload by (SPEC.md §4.2): their seven
+/// lengths, at most 10 bytes each.
+pub(super) const MAX_COLUMN_LENGTHS: usize = 70;
 
 /// A zstd frame regenerates at most 128 KiB per block of at least 4 bytes (a 3-byte block
 /// header and one byte of content): a payload that claims more than this many bytes per
@@ -34,6 +84,10 @@ pub struct PayloadCompressor {
     method: PayloadCompression,
     #[cfg(feature = "zstd")]
     zstd: Option<zstd::bulk::Compressor<'static>>,
+    /// The columns of the block being compressed, and them joined (columns methods
+    /// only; kept from block to block).
+    columns: Box<Columns>,
+    blob: Vec<u8>,
 }
 
 impl std::fmt::Debug for PayloadCompressor {
@@ -47,12 +101,15 @@ impl PayloadCompressor {
     pub fn new(method: PayloadCompression) -> Self {
         let method = match method {
             PayloadCompression::Zstd { .. } if !cfg!(feature = "zstd") => PayloadCompression::Lz4,
+            PayloadCompression::ZstdColumns { .. } if !cfg!(feature = "zstd") => PayloadCompression::Lz4Columns,
             m => m,
         };
         PayloadCompressor {
             method,
             #[cfg(feature = "zstd")]
             zstd: None,
+            columns: Box::default(),
+            blob: Vec::new(),
         }
     }
 
@@ -61,19 +118,44 @@ impl PayloadCompressor {
         self.method
     }
 
-    /// Compresses `raw` into `out` (which the caller sizes to at least `raw.len() - 1`
-    /// bytes) and returns the method and the stored length, or `None` when the result
-    /// would not be strictly smaller than `raw` (SPEC.md §4.2: then the block is stored).
+    /// Compresses `raw` into `out` (which the caller sizes to [`room`](Self::room)) and
+    /// returns the method and the stored length, or `None` when the result would not be
+    /// strictly smaller than `raw` (SPEC.md §4.2: then the block is stored). With columns,
+    /// a payload that does not split (none that a writer encodes) or whose columns exceed
+    /// it by more than their lengths' bytes (unaligned addresses, each a bit longer in
+    /// columns) is compressed as it is, with the same entropy stage.
     pub(super) fn compress(&mut self, raw: &[u8], out: &mut [u8]) -> Option<(Compression, usize)> {
-        match self.method {
-            PayloadCompression::Lz4 => {
-                let n = lz4_flex::block::compress_into(raw, out).ok()?;
-                (n < raw.len()).then_some((Compression::Lz4, n))
+        let columns = self.method.columns() && {
+            self.blob.clear();
+            columns::split(raw, &mut self.blob, &mut self.columns).is_some()
+                && self.blob.len() <= raw.len() + MAX_COLUMN_LENGTHS
+        };
+        if !columns {
+            let n = self.entropy(raw, out, raw.len())?;
+            let method = if self.method.zstd_level().is_some() { Compression::Zstd } else { Compression::Lz4 };
+            return Some((method, n));
+        }
+        // The columns' length, then the columns compressed.
+        let head = varint_into(self.blob.len() as u64, out);
+        let blob = std::mem::take(&mut self.blob);
+        let n = self.entropy(&blob, &mut out[head..], raw.len().checked_sub(head)?);
+        self.blob = blob;
+        let method =
+            if self.method.zstd_level().is_some() { Compression::ZstdColumns } else { Compression::Lz4Columns };
+        Some((method, head + n?))
+    }
+
+    /// The entropy stage of `input` into `out`: its length, if under `limit`.
+    fn entropy(&mut self, input: &[u8], out: &mut [u8], limit: usize) -> Option<usize> {
+        match self.method.zstd_level() {
+            None => {
+                let n = lz4_flex::block::compress_into(input, out).ok()?;
+                (n < limit).then_some(n)
             }
             #[cfg(not(feature = "zstd"))]
-            PayloadCompression::Zstd { .. } => unreachable!("`new` chose LZ4"),
+            Some(_) => unreachable!("`new` chose LZ4"),
             #[cfg(feature = "zstd")]
-            PayloadCompression::Zstd { level } => {
+            Some(level) => {
                 let cx = match &mut self.zstd {
                     Some(cx) => cx,
                     None => {
@@ -84,31 +166,49 @@ impl PayloadCompressor {
                         self.zstd.insert(cx)
                     }
                 };
-                // Offered one byte less than the payload, zstd fails rather than write a
+                // Offered one byte less than the limit, zstd fails rather than write a
                 // result that is no smaller.
-                let room = raw.len().checked_sub(1)?;
-                let n = cx.compress_to_buffer(raw, &mut out[..room]).ok()?;
-                Some((Compression::Zstd, n))
+                let room = limit.checked_sub(1)?.min(out.len());
+                cx.compress_to_buffer(input, &mut out[..room]).ok()
             }
         }
     }
 
-    /// Bytes `compress` may write for a payload of `raw_len` bytes.
+    /// Bytes `compress` may write for a payload of `raw_len` bytes (columns are at most
+    /// `raw_len + MAX_COLUMN_LENGTHS` bytes, or not used; the result is no longer than
+    /// the payload, or not used either).
     pub(super) fn room(&self, raw_len: usize) -> usize {
-        match self.method {
-            PayloadCompression::Lz4 => lz4_flex::block::get_maximum_output_size(raw_len),
-            PayloadCompression::Zstd { .. } => raw_len,
+        let (head, input) = if self.method.columns() { (10, raw_len + MAX_COLUMN_LENGTHS) } else { (0, raw_len) };
+        match self.method.zstd_level() {
+            None => head + lz4_flex::block::get_maximum_output_size(input),
+            Some(_) => head + raw_len,
         }
     }
+}
+
+/// Writes `v` as a `uvarint` at the start of `out` (at least 10 bytes); its length.
+fn varint_into(mut v: u64, out: &mut [u8]) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        out[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    out[n] = v as u8;
+    n + 1
 }
 
 /// The most bytes `stored` bytes of a compressed method can decompress to: LZ4 writes at
 /// most 255 bytes per stored byte (a match length's extension bytes), zstd
 /// [`ZSTD_MAX_EXPANSION`].
+/// Columns join into at most twice their bytes (an address delta grows by at most one
+/// byte from its column form, which takes at least one).
 pub(super) fn most_raw_bytes(method: Compression, stored: usize) -> usize {
     match method {
         Compression::Lz4 => stored.saturating_mul(255).saturating_add(16),
         Compression::Zstd => stored.saturating_mul(ZSTD_MAX_EXPANSION),
+        Compression::Lz4Columns => most_raw_bytes(Compression::Lz4, stored).saturating_mul(2),
+        Compression::ZstdColumns => most_raw_bytes(Compression::Zstd, stored).saturating_mul(2),
         Compression::None | Compression::Unknown(_) => stored,
     }
 }
@@ -121,8 +221,37 @@ pub(super) fn decompress(method: Compression, stored: &[u8], raw: &mut [u8]) -> 
             _ => Err(BlockError::Decompression),
         },
         Compression::Zstd => unzstd(stored, raw),
+        Compression::Lz4Columns => uncolumn(Compression::Lz4, stored, raw),
+        Compression::ZstdColumns => uncolumn(Compression::Zstd, stored, raw),
         Compression::None | Compression::Unknown(_) => unreachable!("not a compressed method: {method:?}"),
     }
+}
+
+/// Decompresses columns (`inner`-compressed, their length in front) and joins them into
+/// exactly `raw`. The columns are at most `MAX_COLUMN_LENGTHS` bytes longer than the
+/// payload (SPEC.md §4.2).
+fn uncolumn(inner: Compression, stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
+    use std::cell::RefCell;
+    thread_local! {
+        // The columns of the block being read: one buffer per reading thread.
+        static BLOB: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    let mut c = Cursor::new(stored);
+    let len = c.u64().map_err(|_| BlockError::Decompression)?;
+    let stored = &stored[c.position()..];
+    let len = usize::try_from(len).map_err(|_| BlockError::Decompression)?;
+    if len > raw.len() + MAX_COLUMN_LENGTHS || len > most_raw_bytes(inner, stored.len()) {
+        return Err(BlockError::Decompression);
+    }
+    BLOB.with(|cell| {
+        let mut blob = cell.borrow_mut();
+        if blob.len() < len {
+            blob.resize(len, 0);
+        }
+        let blob = &mut blob[..len];
+        decompress(inner, stored, blob)?;
+        columns::join(blob, raw).map_err(|_| BlockError::Decompression)
+    })
 }
 
 /// Decompresses one zstd frame, the whole of `stored`, into `raw` (exactly its length).
@@ -182,5 +311,37 @@ mod tests {
             let zstd = BlockFrame { compression: Compression::Zstd, ..frame };
             assert_eq!(unpack_payload(&zstd, stored), Err(BlockError::NotBuiltIn { method: "zstd" }));
         }
+        // zstd after columns: LZ4 after columns without the feature.
+        let columns = PayloadCompressor::new(PayloadCompression::ZstdColumns { level: 1 }).method();
+        let expected = if cfg!(feature = "zstd") {
+            PayloadCompression::ZstdColumns { level: 1 }
+        } else {
+            PayloadCompression::Lz4Columns
+        };
+        assert_eq!(columns, expected);
+    }
+
+    #[test]
+    fn option_values_name_every_method_and_nothing_else() {
+        use PayloadCompression as P;
+        let cases = [
+            ("lz4", Some(P::Lz4)),
+            ("zstd", Some(P::Zstd { level: 1 })),
+            ("zstd:19", Some(P::Zstd { level: 19 })),
+            ("lz4-columns", Some(P::Lz4Columns)),
+            ("zstd-columns", Some(P::ZstdColumns { level: 1 })),
+            ("zstd-columns:7", Some(P::ZstdColumns { level: 7 })),
+            ("zstd:0", None),
+            ("zstd-columns:20", None),
+            ("lz4:1", None),
+            ("lz4-columns:1", None),
+            ("columns", None),
+            ("", None),
+        ];
+        for (value, method) in cases {
+            assert_eq!(PayloadCompression::from_option(value), method, "{value}");
+        }
+        let (low, high) = (ZSTD_LEVELS.start(), ZSTD_LEVELS.end());
+        assert!(COMPRESSION_VALUES.ends_with(&format!("(a level from {low} to {high})")));
     }
 }

@@ -12,12 +12,13 @@
 //! the recent-address lists that encoder and decoder keep alike.
 
 mod codec;
+mod columns;
 mod compress;
 mod recent;
 
 pub(crate) use codec::Output;
 pub use codec::{decode_events, EventDecoder, EventEncoder};
-pub use compress::{PayloadCompression, PayloadCompressor, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
+pub use compress::{PayloadCompression, PayloadCompressor, COMPRESSION_VALUES, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
 use crate::event::*;
 use crate::varint::{put_u64, Cursor};
@@ -71,6 +72,10 @@ pub enum Compression {
     Lz4,
     /// One zstd frame (format 1.4).
     Zstd,
+    /// The payload's field columns, then LZ4 (format 1.5).
+    Lz4Columns,
+    /// The payload's field columns, then one zstd frame (format 1.5).
+    ZstdColumns,
     Unknown(u8),
 }
 
@@ -80,6 +85,8 @@ impl Compression {
             Compression::None => 0,
             Compression::Lz4 => 1,
             Compression::Zstd => 2,
+            Compression::Lz4Columns => 3,
+            Compression::ZstdColumns => 4,
             Compression::Unknown(b) => b,
         }
     }
@@ -88,8 +95,16 @@ impl Compression {
             0 => Compression::None,
             1 => Compression::Lz4,
             2 => Compression::Zstd,
+            3 => Compression::Lz4Columns,
+            4 => Compression::ZstdColumns,
             b => Compression::Unknown(b),
         }
+    }
+
+    /// Whether the stored payload must be decompressed (every method but none; an
+    /// unknown one cannot be).
+    pub fn is_compressed(self) -> bool {
+        !matches!(self, Compression::None | Compression::Unknown(_))
     }
 }
 
@@ -302,7 +317,7 @@ impl std::error::Error for BlockError {}
 pub fn unpack_payload(frame: &BlockFrame, stored: &[u8]) -> Result<Vec<u8>, BlockError> {
     let mut buf = Vec::new();
     let n = unpack_payload_into(frame, stored, &mut buf)?.len();
-    if matches!(frame.compression, Compression::Lz4 | Compression::Zstd) {
+    if frame.compression.is_compressed() {
         buf.truncate(n);
         Ok(buf)
     } else {
@@ -331,7 +346,7 @@ pub fn unpack_payload_into<'a>(
             }
             Ok(stored)
         }
-        Compression::Lz4 | Compression::Zstd => {
+        Compression::Lz4 | Compression::Zstd | Compression::Lz4Columns | Compression::ZstdColumns => {
             let n = frame.raw_len as usize;
             // A claim beyond what the stored bytes can expand into cannot decompress, and
             // gets no buffer.

@@ -344,17 +344,19 @@ proptest! {
         let _ = Log::read(&bytes[..cut]);
     }
 
-    /// A real zstd frame damaged under a matching CRC (bytes changed, cut short, or
-    /// extended): the reader never panics, and reads the block only if it still
-    /// decompresses to exactly its claim.
+    /// A real zstd frame, or real columns (stored by LZ4 or zstd), damaged under a
+    /// matching CRC (bytes changed, cut short, or extended): the reader never panics, and
+    /// reads the block only if it still decompresses to exactly its claim.
     #[test]
-    fn damaged_zstd_frames_never_panic(
+    fn damaged_zstd_frames_and_columns_never_panic(
         flips in vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
         cut in any::<prop::sample::Index>(),
         cut_it in any::<bool>(),
         raw_delta in -3i64..3,
+        method in 0usize..3,
     ) {
-        let (stored, raw_len, count) = zstd_sample();
+        let method = [Compression::Zstd, Compression::Lz4Columns, Compression::ZstdColumns][method];
+        let (stored, raw_len, count) = compressed_sample(method);
         let mut payload = stored.clone();
         for (at, byte) in flips {
             let at = at.index(payload.len());
@@ -365,25 +367,28 @@ proptest! {
         }
         let raw_len = (i64::from(raw_len) + raw_delta).max(0) as u32;
         let mut bytes = header().to_bytes();
-        bytes.extend_from_slice(&framed(1, Compression::Zstd, count, raw_len, &payload));
+        bytes.extend_from_slice(&framed(1, method, count, raw_len, &payload));
         bytes.extend_from_slice(&EndOfLog::default().to_block_bytes());
         let log = Log::read(&bytes[..]).unwrap();
         prop_assert_eq!(log.blocks.len() + log.report.damage.len(), 1);
     }
 
-    /// Valid frames around arbitrary payloads: the event decoder, LZ4 and zstd never panic,
-    /// whatever the payload, declared raw length or event count.
+    /// Valid frames around arbitrary payloads: the event decoder, LZ4, zstd and the
+    /// columns' join never panic, whatever the payload, declared raw length or event
+    /// count.
     #[test]
     fn arbitrary_payloads_in_valid_frames_never_panic(
         payload in vec(any::<u8>(), 0..300),
-        method in 0u8..3,
+        method in 0u8..5,
         event_count in any::<u32>(),
         raw_len in 0u32..4096,
     ) {
         let (compression, raw_len) = match method {
             0 => (Compression::None, payload.len() as u32),
             1 => (Compression::Lz4, raw_len),
-            _ => (Compression::Zstd, raw_len),
+            2 => (Compression::Zstd, raw_len),
+            3 => (Compression::Lz4Columns, raw_len),
+            _ => (Compression::ZstdColumns, raw_len),
         };
         let mut bytes = header().to_bytes();
         bytes.extend_from_slice(&framed(1, compression, event_count, raw_len, &payload));
@@ -522,14 +527,23 @@ fn block_of(events: &[Event]) -> FramedBlock {
     block
 }
 
-/// A zstd payload of 300 heap events, its raw length and event count, made once.
-fn zstd_sample() -> (Vec<u8>, u32, u32) {
-    static SAMPLE: std::sync::OnceLock<(Vec<u8>, u32, u32)> = std::sync::OnceLock::new();
-    SAMPLE
+/// A payload of 300 heap events stored with `method` (zstd or a columns method), its
+/// raw length and event count, made once per method.
+fn compressed_sample(method: Compression) -> (Vec<u8>, u32, u32) {
+    type Sample = std::sync::OnceLock<(Vec<u8>, u32, u32)>;
+    static SAMPLES: [Sample; 3] = [Sample::new(), Sample::new(), Sample::new()];
+    let (i, writer) = match method {
+        Compression::Zstd => (0, PayloadCompression::Zstd { level: 1 }),
+        Compression::Lz4Columns => (1, PayloadCompression::Lz4Columns),
+        Compression::ZstdColumns => (2, PayloadCompression::ZstdColumns { level: 1 }),
+        other => unreachable!("no sample for {other:?}"),
+    };
+    SAMPLES[i]
         .get_or_init(|| {
             let mut enc = EventEncoder::new();
             for i in 0..300u64 {
-                let addr = 0x7f00_0000_0000 + 32 * (i % 40);
+                // Steps of 8 KiB + 32: three bytes a delta in the payload, two in columns.
+                let addr = 0x7f00_0000_0000 + 8224 * (i % 40);
                 enc.push(&Event::Alloc {
                     seq: 2 * i,
                     domain: HEAP_DOMAIN,
@@ -541,11 +555,119 @@ fn zstd_sample() -> (Vec<u8>, u32, u32) {
                 enc.push(&Event::Free { seq: 2 * i + 1, domain: HEAP_DOMAIN, addr, stack: 0 });
             }
             let raw_len = enc.len() as u32;
-            let mut block = FramedBlock::compressed_with(PayloadCompression::Zstd { level: 1 });
+            let mut block = FramedBlock::compressed_with(writer);
             block.frame(1, &mut enc).unwrap();
             let bytes = sealed(&block);
-            assert_eq!(bytes[5], 2, "stored as zstd");
+            assert_eq!(bytes[5], method.to_byte(), "stored as {method:?}");
             (bytes[FRAME_LEN..].to_vec(), raw_len, 600)
         })
         .clone()
+}
+
+/// A columns block (SPEC.md §4.2, methods 3 and 4) is the columns' length, then the
+/// columns compressed, which join into exactly `raw_len` bytes using up every column.
+/// Anything else is a bad block, and the blocks around it are read: a column with a field
+/// left over, a tag more than the other columns hold, column lengths past the columns' end,
+/// columns claimed more than 70 bytes longer than the payload, and `raw_len` one byte off
+/// either way.
+#[test]
+fn columns_join_into_exactly_their_claim() {
+    // Steps of 8 KiB + 48: three bytes a delta in the payload, two in columns.
+    let events: Vec<Event> = (0..400u64)
+        .map(|i| Event::Alloc {
+            seq: 2 * i,
+            domain: HEAP_DOMAIN,
+            addr: 0x7f00_0000_0000 + 8240 * i,
+            size: 48,
+            align_log2: 4,
+            stack: 3,
+        })
+        .collect();
+    let mut enc = EventEncoder::new();
+    events.iter().for_each(|e| enc.push(e));
+    let mut block = FramedBlock::compressed_with(PayloadCompression::Lz4Columns);
+    block.frame(1, &mut enc).unwrap();
+    let stored = sealed(&block)[FRAME_LEN..].to_vec();
+    let raw_len = u32::from_le_bytes(sealed(&block)[36..40].try_into().unwrap());
+    // The columns' length (one uvarint), then the columns in LZ4.
+    let varint = |b: &[u8]| -> (usize, usize) {
+        let n = b.iter().position(|&x| x & 0x80 == 0).unwrap() + 1;
+        (b[..n].iter().rev().fold(0, |v, &x| (v << 7) | usize::from(x & 0x7f)), n)
+    };
+    let (blob_len, head) = varint(&stored);
+    let blob = lz4_flex::block::decompress(&stored[head..], blob_len).unwrap();
+    assert!(blob_len < raw_len as usize, "the columns are smaller than the payload");
+    // The column lengths (all but the last's): the tags first, one per record.
+    let mut lens = Vec::new();
+    let mut at = 0;
+    for _ in 0..7 {
+        let (len, n) = varint(&blob[at..]);
+        lens.push(len);
+        at += n;
+    }
+    assert_eq!(lens[0], 400, "a tag per allocation");
+    let store = |blob: &[u8], claim: Option<usize>| {
+        let mut s = Vec::new();
+        let mut len = claim.unwrap_or(blob.len());
+        while len >= 0x80 {
+            s.push(len as u8 | 0x80);
+            len >>= 7;
+        }
+        s.push(len as u8);
+        s.extend(lz4_flex::block::compress(blob));
+        s
+    };
+    let with_lens = |lens: &[usize], columns: &[u8]| {
+        let mut b = Vec::new();
+        for &l in lens {
+            assert!(l < 0x4000);
+            if l >= 0x80 {
+                b.extend([l as u8 | 0x80, (l >> 7) as u8]);
+            } else {
+                b.push(l as u8);
+            }
+        }
+        b.extend_from_slice(columns);
+        b
+    };
+    let columns = &blob[at..];
+    assert_eq!(store(&with_lens(&lens, columns), None), stored, "the columns as the writer stored them");
+    // A seq left over: one more byte in the seq column (the second), at its end.
+    let mut extra_seq = columns.to_vec();
+    extra_seq.insert(lens[0] + lens[1], 0x02);
+    let mut lens_seq = lens.clone();
+    lens_seq[1] += 1;
+    // One more tag (an ATTACH_POP, no fields): a payload a byte past its claim.
+    let mut extra_tag = columns.to_vec();
+    extra_tag.insert(lens[0], 0x0a);
+    let mut lens_tag = lens.clone();
+    lens_tag[0] += 1;
+    let mut lens_past = lens.clone();
+    lens_past[6] = 0x3fff;
+    let cases: [(&str, u32, Vec<u8>); 6] = [
+        ("a field left over in a column", raw_len, store(&with_lens(&lens_seq, &extra_seq), None)),
+        ("a tag more than its claim", raw_len, store(&with_lens(&lens_tag, &extra_tag), None)),
+        ("column lengths past the columns' end", raw_len, store(&with_lens(&lens_past, columns), None)),
+        ("columns claimed 71 bytes longer than the payload", raw_len, store(&blob, Some(raw_len as usize + 71))),
+        ("one byte short of the claim", raw_len + 1, stored.clone()),
+        ("one byte past the claim", raw_len - 1, stored.clone()),
+    ];
+    for (what, raw_len, payload) in cases {
+        let mut bytes = header().to_bytes();
+        bytes.extend(framed(2, Compression::Lz4Columns, 400, raw_len, &payload));
+        bytes.extend_from_slice(&sealed(&block_of(&events)));
+        let log = read(&bytes);
+        assert!(
+            matches!(&log.report.damage[..], [Damage::BadBlock { thread: 2, error: BlockError::Decompression, .. }]),
+            "{what}: {:?}",
+            log.report.damage
+        );
+        assert_eq!(contents(&log), [(1, events.clone())], "{what}");
+    }
+    // And the block itself, as written, reads.
+    let mut bytes = header().to_bytes();
+    bytes.extend(framed(2, Compression::Lz4Columns, 400, raw_len, &stored));
+    let log = read(&bytes);
+    assert!(log.report.damage.is_empty(), "{:?}", log.report.damage);
+    assert_eq!(log.blocks[0].events, events);
 }

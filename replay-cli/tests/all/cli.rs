@@ -112,7 +112,7 @@ fn info_prints_the_header_totals_threads_and_labels() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     for needle in [
-        "memreplay log 1.4, written by memreplay test",
+        "memreplay log 1.5, written by memreplay test",
         "linux x86_64, 8-byte pointers",
         "pid 4242, /games/forest",
         "2000-02-29 12:34:56.789 UTC",
@@ -242,7 +242,7 @@ fn not_a_log() {
 fn unsupported_version() {
     let path = temp("v9.mrl");
     std::fs::write(&path, header(9).to_bytes()).unwrap();
-    assert_error(&cli(&["info", path.to_str().unwrap()]), "version 9.4 is not supported");
+    assert_error(&cli(&["info", path.to_str().unwrap()]), "version 9.5 is not supported");
 }
 
 #[test]

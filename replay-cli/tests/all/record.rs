@@ -254,8 +254,12 @@ fn bad_input_is_refused_before_anything_runs() {
     refused(&["-o", "/nonexistent-dir/x.mrl"], &dynamic, "cannot write /nonexistent-dir/x.mrl");
     refused(&["-o", dir().to_str().unwrap()], &dynamic, "it is a directory");
     refused(&["-o", o, "--preload", "/nonexistent/libmemreplay.so"], &dynamic, "does not exist");
-    for wrong in ["zstd:20", "zstd:0", "gzip", "zstd:"] {
-        refused(&["-o", o, "--compression", wrong], &dynamic, "lz4, zstd or zstd:LEVEL with a level from 1 to 19");
+    for wrong in ["zstd:20", "zstd:0", "gzip", "zstd:", "lz4-columns:3", "zstd-columns:0"] {
+        refused(
+            &["-o", o, "--compression", wrong],
+            &dynamic,
+            "lz4, zstd, zstd:LEVEL, lz4-columns, zstd-columns or zstd-columns:LEVEL (a level from 1 to 19)",
+        );
     }
 }
 
@@ -330,6 +334,15 @@ fn options_reach_the_recorder_and_children_are_not_recorded() {
         })
         .collect();
     assert!(!sizes.contains(&777), "the exec'd child was recorded");
+    // The same with the blocks' fields in columns (format 1.5): the same counts.
+    let log = dir().join("exec-columns.mrl");
+    let out = record(&["-o", log.to_str().unwrap(), "--compression", "zstd-columns"], &exe, &["exec"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (allocs, _) = program_events(&log, &exe);
+    assert_eq!(allocs, tally(&stderr(&out), "allocs"), "{}", stderr(&out));
+    let log = Log::open(&log).unwrap();
+    let methods = [Compression::ZstdColumns, Compression::Zstd, Compression::None];
+    assert!(log.blocks.iter().all(|b| methods.contains(&b.frame.compression)));
 }
 
 /// Allocation calls in a heaptrack recording: its size histogram's counts, and those of

@@ -346,7 +346,7 @@ fn summarize_json_has_every_figure() {
 }
 
 /// The whole text of `summarize` on the log (after its first line, the path).
-const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.4)
+const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.5)
   captured   allocations, allocation callstacks, usage changes; callstacks up to 16 frames
   duration   4.000 ms, 72 events, 2 frames (0..=1)
   threads    main (35 events), worker (10 events)
@@ -1154,23 +1154,33 @@ fn report_outputs_match_their_snapshots() {
         ("gpu.txt", &["gpu", log, "--at", "level loaded"]),
         ("gpu-peak.json", &["gpu", log, "--at", "peak", "--json"]),
     ];
-    // The same recording with its blocks compressed by zstd (format 1.4) reads the same:
-    // every report but `info`'s byte counts is byte for byte the snapshot's.
-    let zstd = temp("memory-baseline-zstd.mrl");
-    memreplay_fixtures::recompress_log(
-        &root.join(log),
-        &zstd,
-        memreplay_fixtures::PayloadCompression::Zstd { level: 3 },
-    );
-    let zstd = zstd.to_str().unwrap();
-    let zstd_cases = cases.iter().filter(|(name, _)| !name.starts_with("info")).map(|(name, args)| {
-        let args: Vec<&str> = args.iter().map(|a| if *a == log { zstd } else { a }).collect();
-        (*name, args)
+    // The same recording with its blocks compressed by zstd (format 1.4), and with their
+    // fields in columns (1.5), reads the same: every report but `info`'s byte counts is
+    // byte for byte the snapshot's.
+    let copies: Vec<(String, &str)> = [
+        ("memory-baseline-zstd.mrl", memreplay_fixtures::PayloadCompression::Zstd { level: 3 }, "zstd "),
+        ("memory-baseline-columns.mrl", memreplay_fixtures::PayloadCompression::Lz4Columns, "lz4-columns "),
+    ]
+    .into_iter()
+    .map(|(name, method, line)| {
+        let copy = temp(name);
+        memreplay_fixtures::recompress_log(&root.join(log), &copy, method);
+        (copy.to_str().unwrap().to_owned(), line)
+    })
+    .collect();
+    let copy_cases = copies.iter().flat_map(|(copy, _)| {
+        cases.iter().filter(|(name, _)| !name.starts_with("info")).map(move |(name, args)| {
+            let args: Vec<&str> = args.iter().map(|a| if *a == log { copy.as_str() } else { a }).collect();
+            (*name, args)
+        })
     });
     let mut changed = Vec::new();
-    for (name, args) in cases.iter().map(|(n, a)| (*n, a.to_vec())).chain(zstd_cases) {
+    for (name, args) in cases.iter().map(|(n, a)| (*n, a.to_vec())).chain(copy_cases) {
         let out = Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(&args).current_dir(&root).output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap().replace(budget, "BUDGET").replace(zstd, log);
+        let mut text = String::from_utf8(out.stdout).unwrap().replace(budget, "BUDGET");
+        for (copy, _) in &copies {
+            text = text.replace(copy.as_str(), log);
+        }
         // What depends on the machine: how long symbolication took, and what it found in
         // the system's libraries.
         let text: String = text
@@ -1185,7 +1195,7 @@ fn report_outputs_match_their_snapshots() {
             .collect();
         assert!(out.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         let path = dir.join(name);
-        if update && !args.contains(&zstd) {
+        if update && !copies.iter().any(|(copy, _)| args.contains(&copy.as_str())) {
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(&path, &text).unwrap();
         } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
@@ -1194,14 +1204,14 @@ fn report_outputs_match_their_snapshots() {
     }
     assert!(changed.is_empty(), "outputs differ from tests/all/snapshots (UPDATE_SNAPSHOTS=1 to rewrite): {changed:?}");
 
-    // `info` of the zstd copy: the same but for where the bytes go, which says zstd.
+    // `info` of each copy: the same but for where the bytes go, which names its method.
     let info = |log: &str| {
         let out =
             Command::new(env!("CARGO_BIN_EXE_replay-cli")).args(["info", log]).current_dir(&root).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    let (lz4, zstd_info) = (info(log), info(zstd).replace(zstd, log));
+    let lz4 = info(log);
     let outside_bytes = |text: &str| -> Vec<String> {
         let mut in_bytes = false;
         let mut kept = Vec::new();
@@ -1213,9 +1223,12 @@ fn report_outputs_match_their_snapshots() {
         }
         kept
     };
-    assert_eq!(outside_bytes(&zstd_info), outside_bytes(&lz4));
     let method_line =
         |text: &str, method: &str| text.lines().find(|l| l.trim_start().starts_with(method)).map(str::to_owned);
     assert!(method_line(&lz4, "lz4 ").is_some() && method_line(&lz4, "zstd ").is_none(), "{lz4}");
-    assert!(method_line(&zstd_info, "zstd ").is_some() && method_line(&zstd_info, "lz4 ").is_none(), "{zstd_info}");
+    for (copy, method) in &copies {
+        let copy_info = info(copy).replace(copy.as_str(), log);
+        assert_eq!(outside_bytes(&copy_info), outside_bytes(&lz4), "{method}");
+        assert!(method_line(&copy_info, method).is_some() && method_line(&copy_info, "lz4 ").is_none(), "{copy_info}");
+    }
 }
