@@ -495,17 +495,24 @@ fn zstd_blocks_decompress_to_exactly_their_claim() {
         ("a claim past 32,768 bytes per stored byte", 32_768 * stored.len() as u32 + 1, stored.clone()),
     ];
     for (what, raw_len, payload) in cases {
-        let mut bytes = header().to_bytes();
-        bytes.extend(framed(2, Compression::Zstd, 400, raw_len, &payload));
-        bytes.extend_from_slice(&sealed(&block_of(&events)));
-        let log = read(&bytes);
-        assert!(
-            matches!(&log.report.damage[..], [Damage::BadBlock { thread: 2, error: BlockError::Decompression, .. }]),
-            "{what}: {:?}",
-            log.report.damage
-        );
-        assert_eq!(contents(&log), [(1, events.clone())], "{what}");
+        assert_bad_block_before(Compression::Zstd, raw_len, &payload, &events, what);
     }
+}
+
+/// A block of thread 2 stored with `method`, claiming `raw_len`, followed by a good block
+/// of `events` (thread 1): the first is a bad block that does not decompress, the second
+/// reads.
+fn assert_bad_block_before(method: Compression, raw_len: u32, payload: &[u8], events: &[Event], what: &str) {
+    let mut bytes = header().to_bytes();
+    bytes.extend(framed(2, method, 400, raw_len, payload));
+    bytes.extend_from_slice(&sealed(&block_of(events)));
+    let log = read(&bytes);
+    assert!(
+        matches!(&log.report.damage[..], [Damage::BadBlock { thread: 2, error: BlockError::Decompression, .. }]),
+        "{what}: {:?}",
+        log.report.damage
+    );
+    assert_eq!(contents(&log), [(1, events.to_vec())], "{what}");
 }
 
 /// A framed block's bytes.
@@ -653,16 +660,7 @@ fn columns_join_into_exactly_their_claim() {
         ("one byte past the claim", raw_len - 1, stored.clone()),
     ];
     for (what, raw_len, payload) in cases {
-        let mut bytes = header().to_bytes();
-        bytes.extend(framed(2, Compression::Lz4Columns, 400, raw_len, &payload));
-        bytes.extend_from_slice(&sealed(&block_of(&events)));
-        let log = read(&bytes);
-        assert!(
-            matches!(&log.report.damage[..], [Damage::BadBlock { thread: 2, error: BlockError::Decompression, .. }]),
-            "{what}: {:?}",
-            log.report.damage
-        );
-        assert_eq!(contents(&log), [(1, events.clone())], "{what}");
+        assert_bad_block_before(Compression::Lz4Columns, raw_len, &payload, &events, what);
     }
     // And the block itself, as written, reads.
     let mut bytes = header().to_bytes();
