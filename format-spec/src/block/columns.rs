@@ -1,8 +1,9 @@
 //! Field columns (SPEC.md §4.2, methods 3 and 4, format 1.5): a block's payload with each
 //! kind of field gathered in a column of its own before the entropy stage, so that the
 //! entropy coder sees runs of alike values (tags with tags, addresses with addresses)
-//! instead of records whose fields differ byte by byte. On the logs of issue 17's two
-//! shapes this stores a fifth less than the same entropy stage over the payload as it is.
+//! instead of records whose fields differ byte by byte. On a real program's log and on a
+//! random churn's this stores a tenth to a quarter less than the same entropy stage over
+//! the payload as it is (benches/RESULTS.md §38).
 //!
 //! Every field keeps its bytes but the address deltas, whose low four bits, zero for
 //! every 16-byte-aligned block, are dropped where they are zero (`address_column`). The
@@ -205,16 +206,16 @@ pub(super) struct ColumnBuf {
     len: usize,
 }
 
-/// The most bytes one field adds to its column: a 10-byte varint and an address's extra
-/// bit, written as two 8-byte words.
-const FIELD_ROOM: usize = 16;
+/// The room one field's store needs past a column's length: one 8-byte word (a longer
+/// field goes through `put_long`, which makes its own room).
+const FIELD_ROOM: usize = 8;
 
 impl ColumnBuf {
-    /// Makes room for `fields` more fields.
+    /// Makes room for one more field.
     #[inline(always)]
-    fn room(&mut self, fields: usize) {
-        if self.buf.len() - self.len < FIELD_ROOM * fields {
-            self.grow(FIELD_ROOM * fields);
+    fn room(&mut self) {
+        if self.buf.len() - self.len < FIELD_ROOM {
+            self.grow(FIELD_ROOM);
         }
     }
 
@@ -229,7 +230,7 @@ impl ColumnBuf {
     #[inline(always)]
     fn put_word(&mut self, w: u64, n: usize) {
         debug_assert!(self.len + 8 <= self.buf.len(), "a field past the room made for it");
-        // SAFETY: `room` made at least FIELD_ROOM bytes past `len` for this field.
+        // SAFETY: `room` made FIELD_ROOM (8) bytes past `len` for this field.
         unsafe { self.buf.as_mut_ptr().add(self.len).cast::<[u8; 8]>().write_unaligned(w.to_le_bytes()) };
         self.len += n;
     }
@@ -275,7 +276,7 @@ pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, cols: &mut Columns) -> Op
     while pos < payload.len() {
         let tag = payload[pos];
         pos += 1;
-        cols[Tags as usize].room(1);
+        cols[Tags as usize].room();
         cols[Tags as usize].put_word(u64::from(tag), 1);
         let codes = &FIELD_CODES[usize::from(tag)];
         if codes[0] & (SIZED | INVALID) != 0 {
@@ -295,7 +296,7 @@ pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, cols: &mut Columns) -> Op
                 break;
             }
             let col = &mut cols[usize::from(code) & (COLS - 1)];
-            col.room(1);
+            col.room();
             if code & BYTE != 0 {
                 col.put_word(u64::from(*payload.get(pos)?), 1);
                 pos += 1;
@@ -510,7 +511,7 @@ mod tests {
             put_u64(&mut b, v);
             assert_eq!(varint_size(v), b.len(), "{v}");
             let mut col = ColumnBuf::default();
-            col.room(1);
+            col.room();
             col.put_varint(v);
             assert_eq!(&col.buf[..col.len], &b[..], "{v:#x}");
         }
