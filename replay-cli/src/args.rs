@@ -649,8 +649,8 @@ pub struct RecordArgs {
     /// default), `zstd` (level 1: about a third smaller on a real program's log, for
     /// about 8 ns more encoder CPU per event) or `zstd:LEVEL` (1 to 19); `lz4-columns`,
     /// `zstd-columns` or `zstd-columns:LEVEL` gather each block's fields in columns
-    /// first (a fifth smaller again). A zstd log needs a reader of format 1.4 or later, a
-    /// columns log one of 1.5.
+    /// first (a tenth to a quarter smaller again). A zstd log needs a reader of format
+    /// 1.4 or later, a columns log one of 1.5.
     #[arg(long, value_name = "METHOD", value_parser = compression_option)]
     pub compression: Option<String>,
     /// More recorder options, as in MEMREPLAY_OPTIONS (`key=value,...`), passed through
