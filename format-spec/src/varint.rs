@@ -12,6 +12,60 @@ pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Writes `v` as unsigned LEB128 at the start of `out` (which has room for 10 bytes);
+/// returns its length.
+pub fn write_u64(out: &mut [u8], mut v: u64) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        out[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    out[n] = v as u8;
+    n + 1
+}
+
+/// The number of bytes of `v` as a shortest LEB128.
+#[inline(always)]
+pub(crate) fn encoded_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The length of the LEB128 at the start of the word `w` (eight bytes, little-endian),
+/// if it ends within them: its first byte without the continuation bit.
+#[inline(always)]
+pub(crate) fn len_in_word(w: u64) -> Option<usize> {
+    let ends = !w & 0x8080_8080_8080_8080;
+    (ends != 0).then(|| (ends.trailing_zeros() / 8 + 1) as usize)
+}
+
+/// The value of the `len`-byte (1 to 8) LEB128 at the start of the word `w`: the 7-bit
+/// groups packed together in three shift-and-mask steps (pairs, quads, the whole word),
+/// without a branch on the length.
+#[inline(always)]
+pub(crate) fn unpack_word(w: u64, len: usize) -> u64 {
+    let x = w & 0x7f7f_7f7f_7f7f_7f7f & (u64::MAX >> (64 - 8 * len));
+    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
+}
+
+/// `v` as a shortest LEB128 in the low bytes of a word, and its length, for a `v` below
+/// 2⁵⁶ (at most 8 bytes): [`unpack_word`] undone, with the continuation bits set on all
+/// bytes but the last.
+#[inline(always)]
+pub(crate) fn pack_word(v: u64) -> Option<(u64, usize)> {
+    if v >= 1 << 56 {
+        return None;
+    }
+    let n = encoded_len(v);
+    let x = (v & 0x0000_0000_0fff_ffff) | ((v & 0x00ff_ffff_f000_0000) << 4);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
+    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1);
+    let more = 0x8080_8080_8080_8080u64 & u64::MAX.checked_shr(72 - 8 * n as u32).unwrap_or(0);
+    Some((x | more, n))
+}
+
 /// Maps a signed value to unsigned so that small magnitudes stay small: 0,-1,1,-2 → 0,1,2,3.
 #[inline]
 pub fn zigzag(v: i64) -> u64 {
@@ -86,15 +140,9 @@ impl<'a> Cursor<'a> {
         }
         if let Some(&word) = self.bytes.get(self.pos..).and_then(|b| b.first_chunk::<8>()) {
             let w = u64::from_le_bytes(word);
-            let ends = !w & 0x8080_8080_8080_8080;
-            if ends != 0 {
-                let len = (ends.trailing_zeros() / 8 + 1) as usize;
-                let x = w & 0x7f7f_7f7f_7f7f_7f7f & (u64::MAX >> (64 - 8 * len));
-                let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
-                let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-                let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+            if let Some(len) = len_in_word(w) {
                 self.pos += len;
-                return Ok(x);
+                return Ok(unpack_word(w, len));
             }
         }
         self.u64_multi_byte()

@@ -12,7 +12,7 @@
 //! byte; [`split`] takes only payloads whose address deltas are shortest varints, as
 //! writers write them, and a writer stores any other with the entropy stage alone.
 
-use crate::varint::{put_u64, unzigzag, zigzag, Cursor};
+use crate::varint::{encoded_len, len_in_word, pack_word, put_u64, unpack_word, unzigzag, write_u64, zigzag, Cursor};
 
 /// The columns, in the order they are stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -121,24 +121,6 @@ static FIELD_CODES: [[u8; 8]; 256] = {
     table
 };
 
-/// The length of the varint at the start of the word `w` (8 payload bytes), if it ends
-/// within them.
-#[inline(always)]
-fn varint_len_in(w: u64) -> Option<usize> {
-    let ends = !w & 0x8080_8080_8080_8080;
-    (ends != 0).then(|| (ends.trailing_zeros() / 8 + 1) as usize)
-}
-
-/// The value of the `n`-byte varint at the start of the word `w` (the decoder's packing
-/// of 7-bit groups: pairs, quads, the whole word).
-#[inline(always)]
-fn varint_value_in(w: u64, n: usize) -> u64 {
-    let x = w & 0x7f7f_7f7f_7f7f_7f7f & (u64::MAX >> (64 - 8 * n));
-    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
-    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
-}
-
 /// An address delta's varint (`delta` of SPEC.md §2, zig-zag value `z`) as the address
 /// columns hold it: `zz(d / 16) << 1` where the delta `d` is a multiple of 16, else
 /// `z << 1 | 1`. `None` for a `z` of 2⁶³ or more that is not a multiple of 16 (a delta
@@ -161,27 +143,6 @@ fn address_field(c: u64) -> u64 {
     } else {
         c >> 1
     }
-}
-
-/// The number of bytes of `v` as a shortest varint.
-fn varint_size(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-/// `v` as a shortest varint in the low bytes of a word, and its length, for a `v` below
-/// 2⁵⁶ (at most 8 bytes): the 7-bit groups spread out in three shift-and-mask steps (the
-/// decoder's packing, undone), the continuation bits set on all bytes but the last.
-#[inline(always)]
-fn varint_word(v: u64) -> Option<(u64, usize)> {
-    if v >= 1 << 56 {
-        return None;
-    }
-    let n = varint_size(v);
-    let x = (v & 0x0000_0000_0fff_ffff) | ((v & 0x00ff_ffff_f000_0000) << 4);
-    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
-    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1);
-    let more = 0x8080_8080_8080_8080u64 & u64::MAX.checked_shr(72 - 8 * n as u32).unwrap_or(0);
-    Some((x | more, n))
 }
 
 /// The eight bytes at `at` of `bytes` (zeros past its end), little-endian.
@@ -247,12 +208,12 @@ impl ColumnBuf {
     /// Appends `v` as a shortest varint.
     #[inline(always)]
     fn put_varint(&mut self, v: u64) {
-        match varint_word(v) {
+        match pack_word(v) {
             Some((w, n)) => self.put_word(w, n),
             None => {
-                let mut b = Vec::with_capacity(10);
-                put_u64(&mut b, v);
-                self.put_long(&b);
+                let mut b = [0u8; 10];
+                let n = write_u64(&mut b, v);
+                self.put_long(&b[..n]);
             }
         }
     }
@@ -303,13 +264,13 @@ pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, cols: &mut Columns) -> Op
                 continue;
             }
             let w = word_at(payload, pos);
-            let Some(n) = varint_len_in(w).filter(|&n| pos + n <= payload.len()) else {
+            let Some(n) = len_in_word(w).filter(|&n| pos + n <= payload.len()) else {
                 // A varint of 9 or 10 bytes (or one past the end, which fails here).
                 let mut c = Cursor::new(payload);
                 c.bytes(pos).ok()?;
                 let z = c.u64().ok()?;
                 if code & ADDRESS != 0 {
-                    if c.position() - pos != varint_size(z) {
+                    if c.position() - pos != encoded_len(z) {
                         return None;
                     }
                     col.put_varint(address_column(z)?);
@@ -320,8 +281,8 @@ pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, cols: &mut Columns) -> Op
                 continue;
             };
             if code & ADDRESS != 0 {
-                let z = varint_value_in(w, n);
-                if n != varint_size(z) {
+                let z = unpack_word(w, n);
+                if n != encoded_len(z) {
                     return None;
                 }
                 col.put_varint(address_column(z)?);
@@ -375,12 +336,12 @@ impl Payload<'_> {
     /// Appends `v` as a shortest varint.
     #[inline(always)]
     fn put_varint(&mut self, v: u64) -> Result<(), JoinError> {
-        match varint_word(v) {
+        match pack_word(v) {
             Some((w, n)) => self.put_word(w, n),
             None => {
-                let mut b = Vec::with_capacity(10);
-                put_u64(&mut b, v);
-                self.put_slice(&b)
+                let mut b = [0u8; 10];
+                let n = write_u64(&mut b, v);
+                self.put_slice(&b[..n])
             }
         }
     }
@@ -497,7 +458,7 @@ mod tests {
             assert_eq!(address_field(c), z, "delta {d}");
         }
         // Aligned deltas lose their four zero bits: a 16-byte step is one byte.
-        assert_eq!(varint_size(address_column(zigzag(16 * 20)).unwrap()), 1);
+        assert_eq!(encoded_len(address_column(zigzag(16 * 20)).unwrap()), 1);
         assert_eq!(address_column(zigzag(i64::MAX)), None);
     }
 
@@ -509,7 +470,10 @@ mod tests {
         for v in values {
             let mut b = Vec::new();
             put_u64(&mut b, v);
-            assert_eq!(varint_size(v), b.len(), "{v}");
+            assert_eq!(encoded_len(v), b.len(), "{v}");
+            let mut at = [0u8; 10];
+            let n = write_u64(&mut at, v);
+            assert_eq!(&at[..n], &b[..], "{v:#x}");
             let mut col = ColumnBuf::default();
             col.room();
             col.put_varint(v);

@@ -5,7 +5,7 @@
 
 use super::columns::{self, Columns};
 use super::{BlockError, Compression};
-use crate::varint::Cursor;
+use crate::varint::{write_u64, Cursor};
 
 /// How a writer compresses block payloads. Readers need no setting: each block's frame
 /// says how it is stored.
@@ -137,7 +137,7 @@ impl PayloadCompressor {
             return Some((method, n));
         }
         // The columns' length, then the columns compressed.
-        let head = varint_into(self.blob.len() as u64, out);
+        let head = write_u64(out, self.blob.len() as u64);
         let blob = std::mem::take(&mut self.blob);
         let n = self.entropy(&blob, &mut out[head..], raw.len().checked_sub(head)?);
         self.blob = blob;
@@ -185,18 +185,6 @@ impl PayloadCompressor {
             Some(_) => head + raw_len,
         }
     }
-}
-
-/// Writes `v` as a `uvarint` at the start of `out` (at least 10 bytes); its length.
-fn varint_into(mut v: u64, out: &mut [u8]) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        out[n] = v as u8 | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    out[n] = v as u8;
-    n + 1
 }
 
 /// The most bytes `stored` bytes of a compressed method can decompress to: LZ4 writes at

@@ -459,20 +459,8 @@ fn claims_past_what_a_block_may_hold_are_bad_blocks() {
 /// refused before a buffer is made for it.
 #[test]
 fn zstd_blocks_decompress_to_exactly_their_claim() {
-    let events: Vec<Event> = (0..400u64)
-        .map(|i| Event::Alloc {
-            seq: i,
-            domain: HEAP_DOMAIN,
-            addr: 0x7f00_0000_0000 + 48 * i,
-            size: 48,
-            align_log2: 4,
-            stack: 3,
-        })
-        .collect();
-    let mut enc = EventEncoder::new();
-    events.iter().for_each(|e| enc.push(e));
-    let mut block = FramedBlock::compressed_with(PayloadCompression::Zstd { level: 3 });
-    block.frame(1, &mut enc).unwrap();
+    let events = allocations_every(48);
+    let block = block_with(PayloadCompression::Zstd { level: 3 }, &events);
     let mut bytes = header().to_bytes();
     bytes.extend_from_slice(&sealed(&block));
     bytes.extend_from_slice(&EndOfLog::default().to_block_bytes());
@@ -527,11 +515,30 @@ fn sealed(block: &FramedBlock) -> Vec<u8> {
 
 /// The events as one LZ4 block of thread 1.
 fn block_of(events: &[Event]) -> FramedBlock {
+    block_with(PayloadCompression::Lz4, events)
+}
+
+/// The events as one block of thread 1, compressed with `method`.
+fn block_with(method: PayloadCompression, events: &[Event]) -> FramedBlock {
     let mut enc = EventEncoder::new();
     events.iter().for_each(|e| enc.push(e));
-    let mut block = FramedBlock::new();
+    let mut block = FramedBlock::compressed_with(method);
     block.frame(1, &mut enc).unwrap();
     block
+}
+
+/// 400 heap allocations of 48 bytes, `step` bytes apart.
+fn allocations_every(step: u64) -> Vec<Event> {
+    (0..400u64)
+        .map(|i| Event::Alloc {
+            seq: 2 * i,
+            domain: HEAP_DOMAIN,
+            addr: 0x7f00_0000_0000 + step * i,
+            size: 48,
+            align_log2: 4,
+            stack: 3,
+        })
+        .collect()
 }
 
 /// A payload of 300 heap events stored with `method` (zstd or a columns method), its
@@ -580,20 +587,8 @@ fn compressed_sample(method: Compression) -> (Vec<u8>, u32, u32) {
 #[test]
 fn columns_join_into_exactly_their_claim() {
     // Steps of 8 KiB + 48: three bytes a delta in the payload, two in columns.
-    let events: Vec<Event> = (0..400u64)
-        .map(|i| Event::Alloc {
-            seq: 2 * i,
-            domain: HEAP_DOMAIN,
-            addr: 0x7f00_0000_0000 + 8240 * i,
-            size: 48,
-            align_log2: 4,
-            stack: 3,
-        })
-        .collect();
-    let mut enc = EventEncoder::new();
-    events.iter().for_each(|e| enc.push(e));
-    let mut block = FramedBlock::compressed_with(PayloadCompression::Lz4Columns);
-    block.frame(1, &mut enc).unwrap();
+    let events = allocations_every(8240);
+    let block = block_with(PayloadCompression::Lz4Columns, &events);
     let stored = sealed(&block)[FRAME_LEN..].to_vec();
     let raw_len = u32::from_le_bytes(sealed(&block)[36..40].try_into().unwrap());
     // The columns' length (one uvarint), then the columns in LZ4.
