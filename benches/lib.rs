@@ -137,14 +137,29 @@ pub fn rss() -> (u64, u64) {
 /// CPU time this process has used so far, its exited threads' included (user + system,
 /// `getrusage(RUSAGE_SELF)`), in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
+    let u = process_usage();
+    u.user_ns + u.system_ns
+}
+
+/// What `getrusage(RUSAGE_SELF)` says of this process so far, its exited threads' included.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessUsage {
+    pub user_ns: u64,
+    pub system_ns: u64,
+    /// Context switches, voluntary (a thread slept: a wait, a `futex`) and not.
+    pub switches: u64,
+}
+
+/// The process's CPU time and context switches so far (zero where `getrusage` fails).
+pub fn process_usage() -> ProcessUsage {
     // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid, writable `rusage` for the call to fill.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0;
+        return ProcessUsage::default();
     }
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    ns(ru.ru_utime) + ns(ru.ru_stime)
+    ProcessUsage { user_ns: ns(ru.ru_utime), system_ns: ns(ru.ru_stime), switches: (ru.ru_nvcsw + ru.ru_nivcsw) as u64 }
 }
 
 /// Resets the peak-RSS mark (VmHWM) to the current RSS (Linux `clear_refs`, value 5).

@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use memreplay::{Config, PayloadCompression};
 use memreplay_benches::{
-    at_depth, game_size, global_pair, layout, process_cpu_ns, reset_peak_rss, rss, stack_depths, temp_log, Rng, DEPTH,
+    at_depth, game_size, global_pair, layout, process_usage, reset_peak_rss, rss, stack_depths, temp_log, Rng, DEPTH,
 };
 
 #[global_allocator]
@@ -298,7 +298,7 @@ fn child(setup: &Setup, events: u64) {
     let path = temp_log(&format!("{}.mrl", setup.name));
     let peak_reset = reset_peak_rss();
     let (rss0, _) = rss();
-    let cpu0 = process_cpu_ns();
+    let u0 = process_usage();
     if let Some(cfg) = setup.config {
         let mut config = cfg(Config::new(&path));
         if encoders() > 0 && !setup.name.ends_with("_writer") {
@@ -312,10 +312,12 @@ fn child(setup: &Setup, events: u64) {
     let t_loop = t.elapsed();
     let stats = setup.config.map(|_| memreplay::stop().expect("recording"));
     let t_stop = t.elapsed();
-    let cpu = process_cpu_ns() - cpu0;
+    let u1 = process_usage();
+    let (user, sys) = (u1.user_ns - u0.user_ns, u1.system_ns - u0.system_ns);
+    let (cpu, switches) = (user + sys, u1.switches - u0.switches);
     let (_, hwm) = rss();
     let mut line = format!(
-        "made={made} loop_ns={} stop_ns={} cpu_ns={cpu} peak_rss_delta={} peak_reset={peak_reset}",
+        "made={made} loop_ns={} stop_ns={} cpu_ns={cpu} sys_ns={sys} switches={switches} peak_rss_delta={} peak_reset={peak_reset}",
         t_loop.as_nanos(),
         t_stop.as_nanos(),
         hwm.saturating_sub(rss0)
@@ -417,6 +419,13 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         (f(r, "cpu_ns") - f(base, "cpu_ns")) / made
     );
     println!(
+        "  of which in the kernel    {:.1} ns/event (not recording: {:.1}); context switches {} (not recording: {})",
+        f(r, "sys_ns") / made,
+        f(base, "sys_ns") / made,
+        f(r, "switches"),
+        f(base, "switches")
+    );
+    println!(
         "  back-pressure             {} waits, {:.1} ms = {:.1} ns/event",
         f(r, "bp_waits"),
         f(r, "bp_ns") / 1e6,
@@ -443,8 +452,8 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
     println!(
         "STATS log_size/{name} bytes_per_event={:.3} loop_ns_per_event={:.2} base_ns_per_event={:.2} events_per_s_until_stop={:.0} \
          writer_cpu_ns_per_event={:.1} encoder_cpu_ns_per_event={:.1} process_cpu_ns_per_event={:.1} \
-         added_cpu_ns_per_event={:.1} backpressure_ns_per_event={:.2} peak_buffer_bytes={} recorder_rss_bytes={:.0} \
-         slowdown={:.2}",
+         added_cpu_ns_per_event={:.1} system_cpu_ns_per_event={:.1} context_switches={} backpressure_ns_per_event={:.2} \
+         peak_buffer_bytes={} recorder_rss_bytes={:.0} slowdown={:.2}",
         file / made,
         loop_ns / made,
         f(base, "loop_ns") / made,
@@ -453,6 +462,8 @@ fn report(name: &str, r: &std::collections::HashMap<String, String>, base: &std:
         encoders / made,
         f(r, "cpu_ns") / made,
         (f(r, "cpu_ns") - f(base, "cpu_ns")) / made,
+        f(r, "sys_ns") / made,
+        f(r, "switches"),
         f(r, "bp_ns") / made,
         f(r, "peak_buffer"),
         rec_mem,

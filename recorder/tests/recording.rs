@@ -504,6 +504,184 @@ fn thread_churn_keeps_buffer_memory_bounded() {
     );
 }
 
+#[inline(never)]
+fn alloc_at_site_a() -> *mut u8 {
+    // SAFETY: a valid, non-zero-sized layout.
+    std::hint::black_box(unsafe { std::alloc::alloc(std::alloc::Layout::from_size_align(5001, 8).unwrap()) })
+}
+
+#[inline(never)]
+fn alloc_at_site_b() -> *mut u8 {
+    // SAFETY: a valid, non-zero-sized layout.
+    std::hint::black_box(unsafe { std::alloc::alloc(std::alloc::Layout::from_size_align(5002, 8).unwrap()) })
+}
+
+#[inline(never)]
+fn grow_at_site_r(p: *mut u8, size: usize) -> *mut u8 {
+    // SAFETY: `p` was allocated with this layout and is not used after.
+    std::hint::black_box(unsafe { std::alloc::realloc(p, std::alloc::Layout::from_size_align(size, 8).unwrap(), 5003) })
+}
+
+#[inline(never)]
+fn free_at_site_f(p: *mut u8, size: usize) {
+    // SAFETY: `p` was allocated with this layout and is freed once.
+    unsafe { std::alloc::dealloc(std::hint::black_box(p), std::alloc::Layout::from_size_align(size, 8).unwrap()) }
+}
+
+#[inline(never)]
+fn free_at_site_g(p: *mut u8, size: usize) {
+    // SAFETY: `p` was allocated with this layout and is freed once.
+    unsafe { std::alloc::dealloc(std::hint::black_box(p), std::alloc::Layout::from_size_align(size, 8).unwrap()) }
+}
+
+/// The encoder takes a record's callstack for the stream's last one when their frames
+/// compare equal, and interns it otherwise: allocations, reallocs and frees from a few
+/// call sites, in runs and interleaved, each get their own site's callstack, never a
+/// neighbour's.
+#[test]
+fn each_event_keeps_its_own_callstack_in_runs_and_interleaved() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = temp_log("same-stacks.mrl");
+    memreplay::start(memreplay::Config::new(&path).callstacks(true).free_callstacks(true)).unwrap();
+    let mut live: Vec<(*mut u8, usize)> = Vec::with_capacity(64);
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..20_000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        // Runs of one site, switches, and the other kinds between them.
+        match (rng >> 32) % 8 {
+            0..=2 => live.push((alloc_at_site_a(), 5001)),
+            3..=4 => live.push((alloc_at_site_b(), 5002)),
+            5 if !live.is_empty() => {
+                let (p, size) = live.swap_remove((rng % live.len() as u64) as usize);
+                live.push((grow_at_site_r(p, size), 5003));
+            }
+            6 if !live.is_empty() => {
+                let (p, size) = live.swap_remove((rng % live.len() as u64) as usize);
+                free_at_site_f(p, size);
+            }
+            _ if !live.is_empty() => {
+                let (p, size) = live.swap_remove((rng % live.len() as u64) as usize);
+                free_at_site_g(p, size);
+            }
+            _ => {}
+        }
+    }
+    for (p, size) in live.drain(..) {
+        free_at_site_f(p, size);
+    }
+    memreplay::stop().unwrap();
+    let log = Log::open(&path).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    // Per site, the callstacks its events got. Which free site freed which block is not
+    // kept here, so frees are checked by their callstacks: one per call path, none an
+    // allocation site's.
+    let mut by_site: HashMap<&str, std::collections::HashSet<u32>> = HashMap::new();
+    let mut ours: HashMap<u64, u64> = HashMap::new();
+    let mut free_stacks = std::collections::HashSet::new();
+    // The worker is this thread, alone: its stream in order is the order of its calls.
+    let mine = log
+        .events()
+        .find_map(|(t, e)| matches!(e, Event::Alloc { size: 5001, .. }).then_some(t))
+        .expect("site a's allocations are in the log");
+    for (_, e) in log.events().filter(|(t, _)| *t == mine) {
+        match e {
+            Event::Alloc { addr, size: size @ (5001 | 5002), stack, .. } => {
+                by_site.entry(if *size == 5001 { "a" } else { "b" }).or_default().insert(*stack);
+                ours.insert(*addr, *size);
+            }
+            Event::Realloc { old_addr, new_addr, new_size: 5003, stack, .. } if ours.contains_key(old_addr) => {
+                by_site.entry("r").or_default().insert(*stack);
+                ours.remove(old_addr);
+                ours.insert(*new_addr, 5003);
+            }
+            Event::Free { addr, stack, .. } if ours.remove(addr).is_some() => {
+                free_stacks.insert(*stack);
+            }
+            _ => {}
+        }
+    }
+    assert!(ours.is_empty(), "every block freed: {} left", ours.len());
+    let ids: Vec<u32> = ["a", "b", "r"]
+        .iter()
+        .map(|site| {
+            let got = &by_site[site];
+            assert_eq!(got.len(), 1, "site {site}: one callstack, got {got:?}");
+            *got.iter().next().unwrap()
+        })
+        .collect();
+    assert!(!ids.contains(&0) && ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "{ids:?}");
+    // Site f called from the loop and from the drain after it, site g from the loop.
+    assert_eq!(free_stacks.len(), 3, "three free call paths: {free_stacks:?}");
+    assert!(!free_stacks.contains(&0) && free_stacks.iter().all(|s| !ids.contains(s)));
+    std::fs::remove_file(&path).ok();
+}
+
+/// How long `encoders_wake_for_waiting_buffers_without_the_writers_collections` waits
+/// for its worker (`MEMREPLAY_TEST_WAKE_LIMIT_S` seconds, for checking that it fails).
+fn wake_test_limit() -> std::time::Duration {
+    let s = std::env::var("MEMREPLAY_TEST_WAKE_LIMIT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
+    std::time::Duration::from_secs(s)
+}
+
+/// Encoder threads sleep until a few buffers wait for them, not until the writer's next
+/// collection: with collections an hour apart and a pool of 16 buffers, a thread that fills
+/// hundreds of buffers is neither stalled (back-pressure wakes the encoders) nor loses
+/// anything, and its last buffer is encoded when the thread ends.
+#[test]
+fn encoders_wake_for_waiting_buffers_without_the_writers_collections() {
+    const PAIRS: usize = 100_000;
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for encoders in [2, 3] {
+        let path = temp_log(&format!("wake-{encoders}.mrl"));
+        let config = memreplay::Config::new(&path)
+            .flush_interval(std::time::Duration::from_secs(3600))
+            .process_memory_interval(None)
+            .buffer_memory(1 << 20)
+            .encoder_threads(encoders);
+        memreplay::start(config).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            for i in 0..PAIRS {
+                std::hint::black_box(vec![0u8; 16 + i % 200]);
+            }
+            done_tx.send(()).unwrap();
+        });
+        // A generous limit: the work takes well under a second; asleep encoders with
+        // every buffer waiting would hold it for the hour between collections. A panic
+        // would wait too (its message is allocated, and this thread needs a buffer for
+        // that): say it without allocating, and abort.
+        if done_rx.recv_timeout(wake_test_limit()).is_err() {
+            eprintln!("encoders_wake_for_waiting_buffers: the worker is stuck waiting for buffers");
+            std::process::abort();
+        }
+        worker.join().unwrap();
+        let stats = memreplay::stop().unwrap();
+        assert_eq!(stats.lost_events, 0, "{stats:?}");
+        assert!(stats.peak_buffers <= stats.max_buffers + 3, "{stats:?}");
+        let log = Log::open(&path).unwrap();
+        assert!(log.report.is_clean(), "{:?}", log.report);
+        let sizes: HashMap<u64, usize> = log
+            .events()
+            .filter_map(|(_, e)| match e {
+                Event::Alloc { size, domain, .. } if *domain == HEAP_DOMAIN && (16..216).contains(size) => Some(*size),
+                _ => None,
+            })
+            .fold(HashMap::new(), |mut m, size| {
+                *m.entry(size).or_default() += 1;
+                m
+            });
+        // Every allocation of the worker's loop is in the log (the test harness's own
+        // of those sizes only add to the counts).
+        for size in 16..216u64 {
+            let made = (0..PAIRS).filter(|i| 16 + (i % 200) as u64 == size).count();
+            assert!(sizes.get(&size).copied().unwrap_or(0) >= made, "size {size}: {:?} of {made}", sizes.get(&size));
+        }
+        std::fs::remove_file(&path).ok();
+    }
+}
+
 /// Keys follow each block's order and the markers without a shared counter (SPEC.md §7.9):
 /// a thread that has been idle (its keys far behind the clock) still sorts after a label
 /// that happened before its next event, and its free of a block sorts after an attach to

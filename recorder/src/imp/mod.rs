@@ -30,7 +30,7 @@ use crossbeam_channel::Sender;
 use memreplay_format::DomainKind;
 
 use crate::{Config, SessionStats, StackCapture, StartError};
-use buffer::{BufPtr, BufferPool};
+use buffer::{BufPtr, BufferPool, Doorbell};
 
 pub(crate) use stack::Anchor;
 pub(crate) use sys::BOUNDS_FROM_MAPS;
@@ -121,6 +121,8 @@ pub(crate) struct Session {
     /// Where threads hand their full buffers: channel `thread id mod n` goes to encoder
     /// thread `i` of `n`; with no encoder threads, the one channel is the writer's.
     pub hand_off: Box<[Sender<BufPtr>]>,
+    /// Each hand-off channel's encoder thread's bell (`Session::wake_encoder`).
+    pub bells: Box<[Doorbell]>,
     /// The writer thread's channel: buffers when it encodes, else only the null buffer
     /// that `stop` sends to wake it.
     pub full_tx: Sender<BufPtr>,
@@ -138,6 +140,16 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// Wakes the encoder thread of hand-off channel `i` if it sleeps.
+    pub fn wake_encoder(&self, i: usize) {
+        self.bells[i].ring();
+    }
+
+    /// Wakes every encoder thread that sleeps.
+    pub fn wake_encoders(&self) {
+        self.bells.iter().for_each(Doorbell::ring);
+    }
+
     /// Nanoseconds since the session started.
     pub fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
@@ -217,6 +229,7 @@ pub(crate) fn start(config: Config) -> Result<(), StartError> {
                 capture: config.stack_capture,
             },
             pool,
+            bells: hand_off.iter().map(|_| Doorbell::default()).collect(),
             hand_off: hand_off.into_boxed_slice(),
             full_tx,
             slots: Mutex::new(Vec::new()),

@@ -12,7 +12,7 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::buffer::{BufPtr, BUFFER_CAPACITY};
+use super::buffer::{BufPtr, BUFFER_CAPACITY, WAKE_AT};
 use super::order::{self, EVENTS_PER_CLOCK};
 use super::record::{self, RecordWriter, NAME_FIELD};
 use super::stack::Anchor;
@@ -317,7 +317,7 @@ fn new_state(session: &'static Session, thread: u32) -> ThreadState {
     let slot = Arc::new(Slot { thread, current: ptr::null_mut::<super::buffer::Buffer>().into() });
     session.slots.lock().unwrap_or_else(|e| e.into_inner()).push(slot.clone());
     // Forced: a new thread never waits for buffers held by idle threads.
-    let buf = session.pool.take(true);
+    let buf = session.pool.take(true, || {});
     // SAFETY: fresh from the pool, the buffer is this thread's alone.
     unsafe { buf.reset(thread, 0) };
     slot.current.store(buf.0, Ordering::Release);
@@ -377,14 +377,17 @@ fn lock_exiting_stream(session: &'static Session) -> *mut ThreadState {
     st
 }
 
-/// Hands a buffer to its stream's encoder (`Session::hand_off`). The channel has room for
-/// every buffer that can exist, so this only waits if the encoder is gone mid-stop (then
-/// the buffer is dropped with the session's end).
+/// Hands a buffer to its stream's encoder (`Session::hand_off`), and wakes the encoder
+/// once `WAKE_AT` buffers wait for it, or with a thread's last buffer. The channel has room
+/// for every buffer that can exist, so this only waits if the encoder is gone mid-stop
+/// (then the buffer is dropped with the session's end).
 fn send(session: &Session, b: BufPtr) {
     use crossbeam_channel::TrySendError;
-    // SAFETY: the buffer is this thread's until it is sent; `thread` was set when it was taken.
-    let thread = unsafe { (*b.0).thread } as usize;
-    let to = &session.hand_off[thread % session.hand_off.len()];
+    // SAFETY: the buffer is this thread's until it is sent; `thread` was set when it was
+    // taken, `last` before the send.
+    let (thread, last) = unsafe { ((*b.0).thread as usize, (*b.0).last) };
+    let i = thread % session.hand_off.len();
+    let to = &session.hand_off[i];
     let mut b = Some(b);
     super::buffer::wait_for(|| match to.try_send(b.take()?) {
         Ok(()) | Err(TrySendError::Disconnected(_)) => Some(()),
@@ -393,6 +396,9 @@ fn send(session: &Session, b: BufPtr) {
             None
         }
     });
+    if last || to.len() >= WAKE_AT {
+        session.wake_encoder(i);
+    }
 }
 
 impl ThreadState {
@@ -427,7 +433,7 @@ impl ThreadState {
         self.slot.current.store(ptr::null_mut(), Ordering::Release);
         let old = self.buf;
         send(session, old);
-        let new = session.pool.take(false);
+        let new = session.pool.take(false, || session.wake_encoders());
         // SAFETY: fresh from the pool, the buffer is this thread's alone.
         unsafe { new.reset(self.slot.thread, self.next_index) };
         self.next_index += 1;

@@ -20,10 +20,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use memreplay_format::{header_flags, Event, FileHeader, LogWriter, VERSION_MAJOR, VERSION_MINOR};
 
-use super::buffer::BufPtr;
+use super::buffer::{BufPtr, Doorbell};
 use super::encoder::{Encoder, Output, Shared};
 use super::sys::{ProcessMemoryProbe, RecorderThread};
 use super::Session;
@@ -143,7 +143,8 @@ impl Writer {
             let shared = self.shared.clone();
             let done = done_tx.clone();
             let body = move || {
-                encode(Encoder::new(shared, index as u32, n), &buffers, &rx, &done);
+                let session: &'static Session = shared.session;
+                encode(Encoder::new(shared, index as u32, n), &session.bells[index], &buffers, &rx, &done);
                 super::sys::thread_cpu_ns()
             };
             let thread = RecorderThread::spawn(c"memreplay-enc", super::thread::mark_recorder_thread, body)
@@ -165,7 +166,14 @@ impl Writer {
         if self.encoders.is_empty() {
             self.enc.collect_idle();
         } else {
-            let asked = self.encoders.iter().filter(|e| e.jobs.send(job).is_ok()).count();
+            let session = self.shared.session;
+            let mut asked = 0;
+            for (i, e) in self.encoders.iter().enumerate() {
+                if e.jobs.send(job).is_ok() {
+                    session.wake_encoder(i);
+                    asked += 1;
+                }
+            }
             // An encoder that ends before it answers drops its sender: stop waiting then.
             for _ in 0..asked {
                 if self.done_rx.recv_timeout(Duration::from_secs(10)).is_err() {
@@ -248,29 +256,37 @@ impl Drop for Writer {
     /// panicked. Closing their job channels ends them, and they are joined here: no
     /// encoder thread outlives its writer.
     fn drop(&mut self) {
-        for e in std::mem::take(&mut self.encoders) {
+        let session = self.shared.session;
+        for (i, e) in std::mem::take(&mut self.encoders).into_iter().enumerate() {
             drop(e.jobs);
+            session.wake_encoder(i);
             e.thread.join();
         }
     }
 }
 
 /// An encoder thread: encodes the buffers its threads hand off, and does what the writer
-/// asks, until `Stop` (or until the writer is gone).
-fn encode(mut enc: Encoder, buffers: &Receiver<BufPtr>, jobs: &Receiver<Job>, done: &Sender<()>) {
-    let mut select = crossbeam_channel::Select::new();
-    let from_threads = select.recv(buffers);
-    select.recv(jobs);
+/// asks, until `Stop` (or until the writer is gone). It sleeps while it has nothing to
+/// do, until `bell` rings: threads ring it only once `WAKE_AT` buffers wait (or with their
+/// last one), the writer with every job.
+fn encode(mut enc: Encoder, bell: &Doorbell, buffers: &Receiver<BufPtr>, jobs: &Receiver<Job>, done: &Sender<()>) {
+    bell.answer();
     loop {
-        let op = select.select();
-        if op.index() == from_threads {
-            match op.recv(buffers) {
+        loop {
+            match buffers.try_recv() {
                 Ok(b) => enc.take_full(b),
-                Err(_) => return,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
             }
-            continue;
         }
-        let Ok(job) = op.recv(jobs) else { return };
+        let job = match jobs.try_recv() {
+            Ok(job) => job,
+            Err(TryRecvError::Empty) => {
+                std::thread::park();
+                continue;
+            }
+            Err(TryRecvError::Disconnected) => return,
+        };
         // Buffers handed off before the writer asked come first: a thread's current
         // buffer is collected only once those before it are in.
         while let Ok(b) = buffers.try_recv() {
@@ -361,8 +377,9 @@ pub(crate) fn run(mut w: Writer, full_rx: Receiver<BufPtr>, config: Config) -> S
     w.collect_and_write_all(Job::Stop);
     let encoder_threads = w.encoders.len() as u32;
     let mut encoder_cpu_ns = 0;
-    for e in std::mem::take(&mut w.encoders) {
+    for (i, e) in std::mem::take(&mut w.encoders).into_iter().enumerate() {
         drop(e.jobs);
+        session.wake_encoder(i);
         encoder_cpu_ns += e.thread.join().unwrap_or(0);
     }
     // Everything reaches the file before the end record is written, so that a failure
