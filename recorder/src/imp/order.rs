@@ -41,15 +41,18 @@ use std::time::Instant;
 
 /// Slots in the address table: 2^20 × 8 bytes = 8 MiB of address space reserved once per
 /// process; the pages are zero until touched, and only those of memory in use are (one
-/// 4 KiB page of slots per 2 MiB of memory).
+/// 4 KiB page of slots per 32 MiB of memory).
 const SLOT_BITS: u32 = 20;
-/// Bytes of memory per slot: the blocks in one 4 KiB granule share a slot. Coarse on
-/// purpose: a slot line then covers 32 KiB of a thread's memory and mostly stays in its
-/// cache (with 128-byte granules the misses on slot lines cost the game-like workload
-/// ~10 % more CPU; with 4 KiB, ~2 %). Threads rarely allocate from the same page
-/// (allocators give each thread its own arena or pages), and blocks that share a slot
-/// only add constraints that hold anyway.
-const GRANULE_BITS: u32 = 12;
+/// Bytes of memory per slot: the blocks in one 64 KiB granule share a slot. Coarse on
+/// purpose: a slot line then covers 512 KiB of a thread's memory. With 128-byte granules
+/// the misses on slot lines cost the game-like workload ~10 % more CPU, with 4 KiB ~2 %
+/// (RESULTS §24); and a program whose blocks spread over gigabytes (the random churn of
+/// 16 B–1 MiB blocks) waited on the slot's load for most of its hooks' time with 4 KiB
+/// granules: 131–149 ns per event in the hooks, 63–72 with 64 KiB (RESULTS §39). Threads rarely allocate from the same 64 KiB (allocators
+/// give each thread its own arena or pages), and blocks that share a slot only add
+/// constraints that hold anyway: a thread's keys then follow another's a little more
+/// often (a log of cross-thread frees grew 0.3–0.9 %).
+const GRANULE_BITS: u32 = 16;
 
 /// Events between two clock reads that raise a thread's key (a read costs ~20 ns).
 pub(crate) const EVENTS_PER_CLOCK: u32 = 64;
@@ -105,8 +108,8 @@ impl Order {
     /// The slot of the block at `addr` in `domain` (0 for the heap): the granule's number
     /// modulo the table's size, so consecutive granules get consecutive slots and a
     /// thread's nearby blocks share the table's cache lines, not other threads'. The table
-    /// spans 4 GiB of addresses, so allocators' arenas (64 MiB apart in glibc) do not meet
-    /// in it; granules 4 GiB apart, and other domains' blocks (moved by a constant per
+    /// spans 64 GiB of addresses, so allocators' arenas (64 MiB apart in glibc) do not meet
+    /// in it; granules 64 GiB apart, and other domains' blocks (moved by a constant per
     /// domain), may share a slot, which only adds constraints that hold anyway. (A heap
     /// event's slot costs a shift and a mask.)
     #[inline(always)]
@@ -206,11 +209,12 @@ mod tests {
             (order.slot_for(domain, addr) as *const AtomicU64 as usize - order.slots.as_ptr() as usize) / 8
         };
         let base = 0x7f00_0000_0000u64;
+        let granule = 1u64 << GRANULE_BITS;
         // Blocks in one granule share a slot; the next granule has the next slot.
-        assert_eq!(index(0, base), index(0, base + 100));
-        assert_eq!((index(0, base) + 1) % (1 << SLOT_BITS), index(0, base + 4096));
+        assert_eq!(index(0, base), index(0, base + granule - 1));
+        assert_eq!((index(0, base) + 1) % (1 << SLOT_BITS), index(0, base + granule));
         // The same offset 64 MiB apart (two arenas) and in another domain: elsewhere.
-        assert_ne!(index(0, base + 4096), index(0, base + (64 << 20) + 4096));
-        assert_ne!(index(0, base + 4096), index(1, base + 4096));
+        assert_ne!(index(0, base + granule), index(0, base + (64 << 20) + granule));
+        assert_ne!(index(0, base + granule), index(1, base + granule));
     }
 }
