@@ -408,8 +408,8 @@ impl Encoder {
     }
 
     /// A heap allocation's or free's record, whose fixed fields were read, and whose
-    /// callstack of `frames` words follows in `r`: `push` appends it to `thread`'s stream
-    /// (at `slot`) (`EventEncoder::push_heap_alloc`, `push_heap_free`) with its
+    /// callstack of `frames` words follows in `r`: `push` appends it to the stream of
+    /// `thread`, at `slot` (`EventEncoder::push_heap_alloc`, `push_heap_free`), with its
     /// callstack's id. The same as `emit` of the event, with one look-up of the stream
     /// when the callstack is the stream's last one.
     #[inline(always)]

@@ -48,10 +48,11 @@ const SLOT_BITS: u32 = 20;
 /// the misses on slot lines cost the game-like workload ~10 % more CPU, with 4 KiB ~2 %
 /// (RESULTS §24); and a program whose blocks spread over gigabytes (the random churn of
 /// 16 B–1 MiB blocks) waited on the slot's load for most of its hooks' time with 4 KiB
-/// granules: 131–149 ns per event in the hooks, 63–72 with 64 KiB (RESULTS §39). Threads rarely allocate from the same 64 KiB (allocators
-/// give each thread its own arena or pages), and blocks that share a slot only add
-/// constraints that hold anyway: a thread's keys then follow another's a little more
-/// often (a log of cross-thread frees grew 0.3–0.9 %).
+/// granules: 131–149 ns per event in the hooks, 63–72 with 64 KiB (RESULTS §39).
+/// Threads rarely allocate from the same 64 KiB (allocators give each thread its own
+/// arena or pages), and blocks that share a slot only add constraints that hold anyway:
+/// a thread's keys then follow another's a little more often (a log of cross-thread
+/// frees grew 0.3–0.9 %).
 const GRANULE_BITS: u32 = 16;
 
 /// Events between two clock reads that raise a thread's key (a read costs ~20 ns).
