@@ -129,5 +129,18 @@ impl FileHeader {
     }
 }
 
+/// `header`, the bytes of a whole header (as [`FileHeader::parse`] took them), with its
+/// minor version set to `minor` and its checksum made again: every other byte is kept,
+/// fields of a newer minor included.
+pub fn with_minor(header: &[u8], minor: u16) -> Vec<u8> {
+    let mut out = header.to_vec();
+    let at = MAGIC.len() + 2;
+    out[at..at + 2].copy_from_slice(&minor.to_le_bytes());
+    let crc_at = out.len() - 4;
+    let crc = crc32fast::hash(&out[..crc_at]);
+    out[crc_at..].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
 /// Largest header body a reader accepts (1 MiB); anything larger is corruption.
 pub const MAX_HEADER_BODY: usize = 1 << 20;

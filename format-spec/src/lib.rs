@@ -9,13 +9,15 @@
 //! Data flows one way: bytes → [`LogReader`] (frames, damage report) → [`Block::decode`]
 //! (events, in parallel if the caller likes) → [`merge_by_seq`] (global order). Readers
 //! that go through millions of events decode into compact [`Record`]s instead
-//! ([`decode_records`]), with the same decoder.
+//! ([`decode_records`]), with the same decoder. [`recompress`] stores a log's blocks
+//! again with another compression method, keeping everything else as it was.
 
 pub mod block;
 pub mod event;
 pub mod header;
 pub mod ordered;
 pub mod reader;
+mod recompress;
 pub mod record;
 pub mod varint;
 pub mod writer;
@@ -28,6 +30,7 @@ pub use event::*;
 pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use ordered::{merge_by_seq, Part, ThreadEvent};
 pub use reader::{Block, Damage, DecodedBlock, Log, LogReader, ReadReport};
+pub use recompress::{recompress, RecompressError, Recompressed};
 pub use record::{decode_records, Record, RecordKind, Records};
 pub use writer::{FramedBlock, LogWriter};
 

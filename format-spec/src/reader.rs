@@ -156,7 +156,12 @@ pub struct LogReader<R> {
     eof: bool,
     done: bool,
     header: FileHeader,
+    /// The header as read.
+    header_bytes: Vec<u8>,
     report: ReadReport,
+    /// While `next_block_or_bytes` runs: every byte read that is not part of the event
+    /// block it returns.
+    other: Option<Vec<u8>>,
 }
 
 /// Bytes asked of the source at a time (more when a block needs more). Kept modest: the
@@ -176,7 +181,9 @@ impl<R: Read> LogReader<R> {
             eof: false,
             done: false,
             header: empty_header(),
+            header_bytes: Vec::new(),
             report: ReadReport::default(),
+            other: None,
         };
         r.fill(16)?;
         if r.eof && r.available() == 0 {
@@ -191,6 +198,7 @@ impl<R: Read> LogReader<R> {
                 other => break other?,
             }
         };
+        r.header_bytes = r.buf[r.start..r.start + len].to_vec();
         r.consume(len);
         r.header = header;
         Ok(r)
@@ -198,6 +206,11 @@ impl<R: Read> LogReader<R> {
 
     pub fn header(&self) -> &FileHeader {
         &self.header
+    }
+
+    /// The header's bytes, as they are in the file.
+    pub fn header_bytes(&self) -> &[u8] {
+        &self.header_bytes
     }
 
     /// What has been read so far, and what could not be.
@@ -250,6 +263,15 @@ impl<R: Read> LogReader<R> {
         Ok(())
     }
 
+    /// Consumes `n` bytes that are not part of an event block handed out: kept for
+    /// [`next_block_or_bytes`](Self::next_block_or_bytes).
+    fn pass(&mut self, n: usize) {
+        if let Some(other) = &mut self.other {
+            other.extend_from_slice(&self.buf[self.start..self.start + n]);
+        }
+        self.consume(n);
+    }
+
     fn consume(&mut self, n: usize) {
         self.start += n;
         self.offset += n as u64;
@@ -260,6 +282,19 @@ impl<R: Read> LogReader<R> {
     /// I/O errors of the source are returned; damage is recorded in the report.
     pub fn next_block(&mut self) -> io::Result<Option<Block>> {
         self.next(true)
+    }
+
+    /// [`next_block`](Self::next_block), appending to `other` every byte it reads that is
+    /// not part of the block it returns, in file order: what comes before that block
+    /// (bytes skipped as corrupt, a block of an unknown kind, an end-of-log record that
+    /// does not parse), or at the end, the rest of the file (the end-of-log record, a
+    /// cut-off tail, trailing bytes). Writing `other` and then each block gives the file
+    /// again: a tool that rewrites blocks keeps the rest, damage included, as it was.
+    pub fn next_block_or_bytes(&mut self, other: &mut Vec<u8>) -> io::Result<Option<Block>> {
+        self.other = Some(std::mem::take(other));
+        let next = self.next(true);
+        *other = self.other.take().unwrap_or_default();
+        next
     }
 
     /// The offset and frame of the next event block, as [`LogReader::next_block`] but
@@ -306,7 +341,10 @@ impl<R: Read> LogReader<R> {
                 BlockKind::Events if !payload => Vec::new(),
                 _ => self.buf[self.start + FRAME_LEN..self.start + total].to_vec(),
             };
-            self.consume(total);
+            match frame.kind {
+                BlockKind::Events => self.consume(total),
+                _ => self.pass(total),
+            }
             match frame.kind {
                 BlockKind::Events => {
                     self.report.blocks += 1;
@@ -338,12 +376,19 @@ impl<R: Read> LogReader<R> {
         }
     }
 
-    /// Counts (and discards) whatever follows the end-of-log record.
+    /// Counts (and discards, or keeps for `next_block_or_bytes`) whatever follows the
+    /// end-of-log record.
     fn trailing_len(&mut self) -> io::Result<u64> {
         let mut n = self.available() as u64;
+        if let Some(other) = &mut self.other {
+            other.extend_from_slice(&self.buf[self.start..self.end]);
+        }
         self.start = self.end;
         if !self.eof {
-            n += io::copy(&mut self.src, &mut io::sink())?;
+            n += match &mut self.other {
+                Some(other) => io::copy(&mut self.src, other)?,
+                None => io::copy(&mut self.src, &mut io::sink())?,
+            };
         }
         Ok(n)
     }
@@ -358,22 +403,22 @@ impl<R: Read> LogReader<R> {
             None if rest > 0 => self.report.damage.push(Damage::TruncatedTail { offset: self.offset, bytes: rest }),
             None => {}
         }
-        self.consume(rest as usize);
+        self.pass(rest as usize);
     }
 
     /// Advances past the current byte to the next occurrence of the block magic
     /// (or to the end of what is available, keeping a possible partial magic).
     fn skip_to_next_magic(&mut self) -> io::Result<()> {
-        self.consume(1);
+        self.pass(1);
         loop {
             let window = &self.buf[self.start..self.end];
             if let Some(i) = window.windows(BLOCK_MAGIC.len()).position(|w| w == BLOCK_MAGIC) {
-                self.consume(i);
+                self.pass(i);
                 return Ok(());
             }
             let keep = BLOCK_MAGIC.len() - 1;
             let skip = window.len().saturating_sub(keep);
-            self.consume(skip);
+            self.pass(skip);
             if self.eof {
                 return Ok(());
             }

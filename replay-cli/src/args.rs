@@ -694,3 +694,23 @@ impl RecordArgs {
         o.join(",")
     }
 }
+
+/// `recompress`: the log to read, the one to write, and how.
+#[derive(Debug, Args)]
+pub struct RecompressArgs {
+    /// The log to read.
+    #[arg(value_name = "LOG")]
+    pub log: PathBuf,
+    /// The log to write (overwritten; not LOG itself).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// How the blocks are stored: `zstd-columns` (the default: the smallest, a real
+    /// program's log in about 40 % less than LZ4), `zstd-columns:LEVEL` (1 to 19),
+    /// `zstd`, `zstd:LEVEL`, `lz4-columns` or `lz4` (the recorder's default). A zstd log
+    /// needs a reader of format 1.4 or later, a columns log one of 1.5.
+    #[arg(long, value_name = "METHOD", default_value = "zstd-columns", value_parser = compression_option)]
+    pub compression: String,
+    /// Threads that compress (default: one per CPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+}

@@ -5,10 +5,12 @@
 //! `check` finds a broken budget; 2 for bad arguments, a log that cannot be read at all,
 //! a budget that cannot be read, options naming what the log does not have (a domain,
 //! thread, label or frame), and options the command does not take; 3 when `check` or
-//! `diff` reads a damaged log (`check`: unless the damage is allowed); `record` exits with
-//! its program's status (128 + N for signal N), or 2 before running it.
+//! `diff` reads a damaged log (`check`: unless the damage is allowed), and when `recompress`
+//! recompressed one (its damage kept); `record` exits with its program's status (128 + N
+//! for signal N), or 2 before running it.
 
 mod args;
+mod recompress;
 mod record;
 
 use std::io::IsTerminal as _;
@@ -30,8 +32,8 @@ const EXIT_ERROR: u8 = 2;
 /// for a broken budget.
 const EXIT_FAILED: u8 = 1;
 /// Exit status of `check` and `diff` when a log they read is damaged (`check`: unless
-/// the damage is allowed).
-const EXIT_DAMAGED: u8 = 3;
+/// the damage is allowed), and of `recompress` for a damaged log (after writing).
+pub(crate) const EXIT_DAMAGED: u8 = 3;
 
 #[derive(Debug, Parser)]
 #[command(name = "replay-cli", version, about = "Reads memreplay logs (.mrl) and reports on them")]
@@ -116,12 +118,17 @@ enum Command {
     /// the program's status (128 + N for signal N), 2 before running anything when the
     /// program cannot be recorded (missing, not ELF, static) or the log cannot be written.
     Record(args::RecordArgs),
+    /// Stores a log again with another compression method (default zstd-columns, the
+    /// smallest), keeping its events, streams, end record and any damage as they were:
+    /// record with the fast default, keep the log small (CI baselines, archives). Exits 3
+    /// (after writing) when the log is damaged.
+    Recompress(args::RecompressArgs),
 }
 
 /// Why a command failed: the report library's error, or what the command line itself
 /// could not do (read a budget, write the report).
 #[derive(Debug)]
-enum CliError {
+pub(crate) enum CliError {
     /// The library refused or failed.
     Report(report::Error),
     /// The report could not be written (e.g. stdout closed).
@@ -335,6 +342,7 @@ fn run(command: Command, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
         }
         Command::Report(a) => write_html(&a, progress),
         Command::Record(a) => record::run(&a),
+        Command::Recompress(a) => recompress::run(&a, out),
     }
 }
 
@@ -344,7 +352,7 @@ fn printed(out: &mut dyn std::io::Write, text: String) -> Result<u8, CliError> {
     Ok(0)
 }
 
-fn print(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<(), CliError> {
+pub(crate) fn print(out: &mut dyn std::io::Write, bytes: &[u8]) -> Result<(), CliError> {
     out.write_all(bytes).and_then(|()| out.flush()).map_err(CliError::Output)
 }
 
@@ -359,7 +367,7 @@ fn write_or_print(output: Option<&Path>, bytes: &[u8], out: &mut dyn std::io::Wr
 }
 
 /// Fails early (before replaying) when `path` cannot be written: its directory is missing.
-fn check_output(path: &Path) -> Result<(), CliError> {
+pub(crate) fn check_output(path: &Path) -> Result<(), CliError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         return Err(CliError::Usage(format!("cannot write {}: no directory {}", path.display(), dir.display())));

@@ -421,35 +421,48 @@ impl EventEncoder {
     /// [`finish_into`](Self::finish_into) with the compressor's method (stored as is when
     /// that is not smaller).
     pub fn finish_compressed(&mut self, thread: u32, compressor: &mut PayloadCompressor, out: &mut Vec<u8>) {
-        let (first_seq, last_seq) = self.seq_range();
-        let raw_len = self.pos;
-        let frame_at = out.len();
-        out.resize(frame_at + FRAME_LEN, 0);
-        let payload_at = out.len();
-        out.resize(payload_at + compressor.room(raw_len), 0);
-        let (compression, stored_len) = match compressor.compress(&self.buf[..raw_len], &mut out[payload_at..]) {
-            Some(stored) => stored,
-            None => {
-                out.truncate(payload_at);
-                out.extend_from_slice(&self.buf[..raw_len]);
-                (Compression::None, raw_len)
-            }
-        };
-        out.truncate(payload_at + stored_len);
-        let frame = BlockFrame {
-            kind: BlockKind::Events,
-            compression,
-            thread,
-            event_count: self.count,
-            first_seq,
-            last_seq,
-            stored_len: stored_len as u32,
-            raw_len: raw_len as u32,
-            payload_crc: crc32fast::hash(&out[payload_at..]),
-        };
-        out[frame_at..payload_at].copy_from_slice(&frame.to_bytes());
+        let seqs = self.seq_range();
+        frame_payload(thread, self.count, seqs, &self.buf[..self.pos], compressor, out);
         self.clear();
     }
+}
+
+/// Appends an event block to `out`: its frame (of `thread`, with `event_count` events and
+/// the sequence range `(first_seq, last_seq)`), then `raw`, its payload, compressed by
+/// `compressor`, or stored as it is when that is not smaller (SPEC.md §4.2).
+pub fn frame_payload(
+    thread: u32,
+    event_count: u32,
+    (first_seq, last_seq): (u64, u64),
+    raw: &[u8],
+    compressor: &mut PayloadCompressor,
+    out: &mut Vec<u8>,
+) {
+    let frame_at = out.len();
+    out.resize(frame_at + FRAME_LEN, 0);
+    let payload_at = out.len();
+    out.resize(payload_at + compressor.room(raw.len()), 0);
+    let (compression, stored_len) = match compressor.compress(raw, &mut out[payload_at..]) {
+        Some(stored) => stored,
+        None => {
+            out.truncate(payload_at);
+            out.extend_from_slice(raw);
+            (Compression::None, raw.len())
+        }
+    };
+    out.truncate(payload_at + stored_len);
+    let frame = BlockFrame {
+        kind: BlockKind::Events,
+        compression,
+        thread,
+        event_count,
+        first_seq,
+        last_seq,
+        stored_len: stored_len as u32,
+        raw_len: raw.len() as u32,
+        payload_crc: crc32fast::hash(&out[payload_at..]),
+    };
+    out[frame_at..payload_at].copy_from_slice(&frame.to_bytes());
 }
 
 /// Decodes a decompressed payload into its events, in order.

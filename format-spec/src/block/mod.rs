@@ -17,7 +17,7 @@ mod compress;
 mod recent;
 
 pub(crate) use codec::Output;
-pub use codec::{decode_events, EventDecoder, EventEncoder};
+pub use codec::{decode_events, frame_payload, EventDecoder, EventEncoder};
 pub use compress::{PayloadCompression, PayloadCompressor, COMPRESSION_VALUES, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
 use crate::event::*;

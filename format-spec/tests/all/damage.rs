@@ -9,16 +9,16 @@ use proptest::prelude::*;
 use crate::header;
 
 /// A small log of several blocks from several threads.
-struct Sample {
-    bytes: Vec<u8>,
-    header_len: usize,
+pub(crate) struct Sample {
+    pub bytes: Vec<u8>,
+    pub header_len: usize,
     /// (frame offset, end offset, thread, events) of every event block, in file order.
-    blocks: Vec<(usize, usize, u32, Vec<Event>)>,
+    pub blocks: Vec<(usize, usize, u32, Vec<Event>)>,
     /// Offset of the end-of-log block.
-    end_at: usize,
+    pub end_at: usize,
 }
 
-fn sample() -> Sample {
+pub(crate) fn sample() -> Sample {
     let mut bytes = Vec::new();
     let mut w = LogWriter::new(&mut bytes, &header()).unwrap();
     let header_len = w.bytes() as usize;
@@ -61,12 +61,12 @@ fn sample() -> Sample {
     Sample { bytes, header_len, blocks, end_at }
 }
 
-fn read(bytes: &[u8]) -> Log {
+pub(crate) fn read(bytes: &[u8]) -> Log {
     Log::read(bytes).unwrap_or_else(|e| panic!("log does not open: {e}"))
 }
 
 /// The decoded blocks as (thread, events), for comparing logs whose offsets moved.
-fn contents(log: &Log) -> Vec<(u32, Vec<Event>)> {
+pub(crate) fn contents(log: &Log) -> Vec<(u32, Vec<Event>)> {
     log.blocks.iter().map(|b| (b.frame.thread, b.events.clone())).collect()
 }
 
@@ -255,7 +255,7 @@ fn bytes_after_the_end_are_reported() {
 }
 
 /// A reader that hands out one byte at a time: framing must not depend on read sizes.
-struct Trickle<'a>(&'a [u8]);
+pub(crate) struct Trickle<'a>(pub &'a [u8]);
 
 impl std::io::Read for Trickle<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {

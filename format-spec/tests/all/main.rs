@@ -1,11 +1,12 @@
 //! The format crate's integration tests, one binary: round trips of every event, the
 //! worked example of SPEC.md, forward compatibility, damaged and foreign files, the
-//! global order, and the fuzzer's inputs.
+//! global order, recompressing a log (damaged ones too), and the fuzzer's inputs.
 
 mod compat;
 mod damage;
 mod fuzz_inputs;
 mod order;
+mod recompress;
 mod roundtrip;
 mod smoke;
 mod spec_example;

@@ -738,3 +738,90 @@ fn the_peak_is_read_at_its_own_event_when_streams_share_its_sequence_number() {
         assert_eq!(at_peak, bytes, "thread {thread}: {rows}");
     }
 }
+
+/// `recompress`: the new log holds the same events (every report reads the same), says
+/// what it did, and is the old one byte for byte when stored again with the old method.
+#[test]
+fn recompress_keeps_the_log_and_says_what_it_did() {
+    let (path, events) = write_log("to-recompress.mrl");
+    let (log, out) = (path.to_str().unwrap(), temp("recompressed.mrl"));
+    let o = cli(&["recompress", log, "-o", out.to_str().unwrap(), "--threads", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    let said = stdout(&o);
+    let first =
+        format!("{log} -> {}: 3 blocks of {events} events stored with zstd-columns:1 (format 1.5)", out.display());
+    assert_eq!(said.lines().next(), Some(first.as_str()), "{said}");
+    let (old_len, new_len) = (std::fs::metadata(&path).unwrap().len(), std::fs::metadata(&out).unwrap().len());
+    assert!(said.lines().nth(1).unwrap().starts_with(&format!("{old_len} -> {new_len} bytes (")), "{said}");
+    for report in [&["summarize", "--no-symbols", "--json"][..], &["tree"], &["leaks", "--no-symbols"], &["gpu"]] {
+        let read = |log: &str| {
+            let o = cli(&[&[report[0], log], &report[1..]].concat());
+            assert_eq!(o.status.code(), Some(0), "{report:?}: {}", stderr(&o));
+            stdout(&o).replace(log, "LOG").replace(r#""format_version": "1.5""#, r#""format_version": "1.2""#)
+        };
+        assert_eq!(read(out.to_str().unwrap()), read(log), "{report:?}");
+    }
+    // Stored again with LZ4, which wrote it: the same bytes.
+    let back = temp("recompressed-back.mrl");
+    let o = cli(&["recompress", log, "-o", back.to_str().unwrap(), "--compression", "lz4"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&path).unwrap());
+}
+
+/// A damaged log is recompressed with its damage as it was: exit 3, each damage said.
+#[test]
+fn recompress_keeps_damage_and_exits_3() {
+    let (path, _) = truncated("cut-recompress.mrl", 7);
+    let out = temp("cut-recompressed.mrl");
+    let o = cli(&["recompress", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("replay-cli: damage kept as it was: log cut off at byte"), "{err}");
+    assert!(err.contains("replay-cli: the log has no end-of-log record"), "{err}");
+    let integrity = |p: &PathBuf| {
+        let v: serde_json::Value =
+            serde_json::from_slice(&cli(&["info", "--json", p.to_str().unwrap()]).stdout).unwrap();
+        (v["integrity"]["complete"].clone(), v["integrity"]["bytes_lost"].clone(), v["totals"]["events"].clone())
+    };
+    assert_eq!(integrity(&out), integrity(&path));
+    assert_eq!(integrity(&out).0, false);
+}
+
+/// What `recompress` refuses, before it writes anything: a missing or foreign log, its
+/// own input as output, a folder that is not there, a bad method or thread count. A
+/// failure never leaves a file behind nor touches the one there.
+#[test]
+fn recompress_refuses_bad_input_and_leaves_no_file() {
+    let (log, _) = write_log("recompress-input.mrl");
+    let log = log.to_str().unwrap();
+    let text = temp("recompress-notes.txt");
+    std::fs::write(&text, "not a log at all, but long enough to be read as one\n").unwrap();
+    let kept = temp("recompress-kept.mrl");
+    std::fs::write(&kept, "what was there").unwrap();
+    let k = kept.to_str().unwrap();
+    let missing = temp("recompress-missing.mrl");
+    let cases: &[(&[&str], &str)] = &[
+        (&["recompress", missing.to_str().unwrap(), "-o", k], "cannot read"),
+        (&["recompress", text.to_str().unwrap(), "-o", k], "not a memreplay log"),
+        (&["recompress", log, "-o", log], "is the log being read"),
+        (&["recompress", log, "-o", "/no/such/folder/x.mrl"], "no directory /no/such/folder"),
+    ];
+    for (args, needle) in cases {
+        assert_error(&cli(args), needle);
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "what was there", "{args:?}");
+    }
+    for bad in [&["--compression", "zstd:0"][..], &["--compression", "brotli"], &["--threads", "0"]] {
+        let o = cli(&[&["recompress", log, "-o", k][..], bad].concat());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(stderr(&o).contains("invalid value"), "{bad:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "what was there");
+    let dir = kept.parent().unwrap();
+    let temps: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".recompress-"))
+        .collect();
+    assert!(temps.is_empty(), "{temps:?}");
+}
