@@ -61,12 +61,16 @@ impl std::fmt::Display for RecompressError {
 impl std::error::Error for RecompressError {}
 
 /// Blocks compressed at once: enough to keep every worker busy, few enough that a batch
-/// holds a few MiB (a recorder's block is 64 KiB raw; a block is at most 4 MiB).
+/// holds a few MiB (a recorder's block is 64 KiB raw).
 const BATCH_PER_WORKER: usize = 16;
+/// Bytes a batch may hold (its blocks as stored, and as they will be): a log of large
+/// blocks (up to 4 MiB raw each, SPEC.md §4.2) is compressed in smaller batches.
+const BATCH_BYTES: usize = 64 << 20;
 
 /// Reads the log `src` and writes it to `out` with every event block's payload stored
 /// with `method`, on `workers` threads (at least one). See the module documentation for
-/// what is kept. Memory stays flat: a batch of blocks at a time.
+/// what is kept. Memory stays flat: a batch of blocks at a time, at most
+/// `BATCH_PER_WORKER` per worker and about `BATCH_BYTES` in all.
 pub fn recompress(
     src: impl Read,
     mut out: impl Write,
@@ -84,14 +88,17 @@ pub fn recompress(
     out.write_all(&header).map_err(write)?;
     let mut done = Recompressed { method, version_minor, bytes_out: header.len() as u64, ..Recompressed::default() };
     let mut batch: Vec<Piece> = Vec::new();
+    let mut batch_bytes = 0;
     loop {
         let mut before = Vec::new();
         let block = reader.next_block_or_bytes(&mut before).map_err(read)?;
         let end = block.is_none();
         if let Some(block) = block {
+            batch_bytes += before.len() + block.stored.len() + block.frame.raw_len as usize;
             batch.push(Piece { before: std::mem::take(&mut before), block, bytes: Vec::new(), error: None });
         }
-        if batch.len() == BATCH_PER_WORKER * compressors.len() || end {
+        if batch.len() == BATCH_PER_WORKER * compressors.len() || batch_bytes >= BATCH_BYTES || end {
+            batch_bytes = 0;
             compress_batch(&mut batch, &mut compressors);
             for piece in batch.drain(..) {
                 out.write_all(&piece.before).map_err(write)?;
