@@ -288,8 +288,9 @@ impl<R: Read> LogReader<R> {
     /// not part of the block it returns, in file order: what comes before that block
     /// (bytes skipped as corrupt, a block of an unknown kind, an end-of-log record that
     /// does not parse), or at the end, the rest of the file (the end-of-log record, a
-    /// cut-off tail, trailing bytes). Writing `other` and then each block gives the file
-    /// again: a tool that rewrites blocks keeps the rest, damage included, as it was.
+    /// cut-off tail, trailing bytes, all of them held in `other`). Writing `other` and then
+    /// each block gives the file again: a tool that rewrites blocks keeps the rest, damage
+    /// included, as it was.
     pub fn next_block_or_bytes(&mut self, other: &mut Vec<u8>) -> io::Result<Option<Block>> {
         self.other = Some(std::mem::take(other));
         let next = self.next(true);
@@ -341,16 +342,15 @@ impl<R: Read> LogReader<R> {
                 BlockKind::Events if !payload => Vec::new(),
                 _ => self.buf[self.start + FRAME_LEN..self.start + total].to_vec(),
             };
-            match frame.kind {
-                BlockKind::Events => self.consume(total),
-                _ => self.pass(total),
-            }
+            // Any block but an event block goes with the rest of the file (`pass`).
             match frame.kind {
                 BlockKind::Events => {
+                    self.consume(total);
                     self.report.blocks += 1;
                     return Ok(Some(Block { offset, frame, stored }));
                 }
                 BlockKind::End => {
+                    self.pass(total);
                     let end = unpack_payload(&frame, &stored).and_then(|p| EndOfLog::parse(&p));
                     match end {
                         Ok(end) => {
@@ -370,6 +370,7 @@ impl<R: Read> LogReader<R> {
                     }
                 }
                 BlockKind::Unknown(kind) => {
+                    self.pass(total);
                     self.report.damage.push(Damage::UnknownBlockKind { offset, kind });
                 }
             }
