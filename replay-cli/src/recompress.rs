@@ -73,16 +73,6 @@ fn temp_path(output: &Path) -> PathBuf {
     output.with_file_name(format!(".{name}.recompress-{}", std::process::id()))
 }
 
-/// The method's name as `--compression` takes it.
-fn method_name(m: PayloadCompression) -> String {
-    match m {
-        PayloadCompression::Lz4 => "lz4".into(),
-        PayloadCompression::Lz4Columns => "lz4-columns".into(),
-        PayloadCompression::Zstd { level } => format!("zstd:{level}"),
-        PayloadCompression::ZstdColumns { level } => format!("zstd-columns:{level}"),
-    }
-}
-
 /// Two lines: what was written, and how much smaller it is.
 fn summary(a: &RecompressArgs, d: &Recompressed) -> String {
     let per_event = |bytes: u64| if d.events == 0 { 0.0 } else { bytes as f64 / d.events as f64 };
@@ -97,7 +87,7 @@ fn summary(a: &RecompressArgs, d: &Recompressed) -> String {
         a.output.display(),
         d.blocks,
         d.events,
-        method_name(d.method),
+        d.method,
         d.version_minor,
         d.bytes_in,
         d.bytes_out,

@@ -61,6 +61,19 @@ impl PayloadCompression {
     }
 }
 
+impl std::fmt::Display for PayloadCompression {
+    /// The option value that names the method, as [`PayloadCompression::from_option`]
+    /// reads it (zstd with its level: `zstd:1`, `zstd-columns:3`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PayloadCompression::Lz4 => f.write_str("lz4"),
+            PayloadCompression::Lz4Columns => f.write_str("lz4-columns"),
+            PayloadCompression::Zstd { level } => write!(f, "zstd:{level}"),
+            PayloadCompression::ZstdColumns { level } => write!(f, "zstd-columns:{level}"),
+        }
+    }
+}
+
 /// What [`PayloadCompression::from_option`] accepts, for error messages.
 pub const COMPRESSION_VALUES: &str =
     "lz4, zstd, zstd:LEVEL, lz4-columns, zstd-columns or zstd-columns:LEVEL (a level from 1 to 19)";
@@ -330,6 +343,9 @@ mod tests {
         ];
         for (value, method) in cases {
             assert_eq!(PayloadCompression::from_option(value), method, "{value}");
+            if let Some(m) = method {
+                assert_eq!(PayloadCompression::from_option(&m.to_string()), Some(m), "{m}");
+            }
         }
         let (low, high) = (ZSTD_LEVELS.start(), ZSTD_LEVELS.end());
         assert!(COMPRESSION_VALUES.ends_with(&format!("(a level from {low} to {high})")));
