@@ -303,7 +303,7 @@ fn framed(thread: u32, compression: Compression, event_count: u32, raw_len: u32,
 }
 
 /// CRC-32 (IEEE), bit by bit, as SPEC.md defines it: the tests do not borrow the crate's.
-fn crc32(bytes: &[u8]) -> u32 {
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
     let mut crc = !0u32;
     for &b in bytes {
         crc ^= u32::from(b);
