@@ -6,16 +6,22 @@
 //! - `encode_write`: the same through `LogWriter` into a `Vec` (adds LZ4, CRC, framing);
 //! - `decode_payloads`: `decode_events` over the blocks' uncompressed payloads;
 //! - `decode_records`: `decode_records` (the analyzer's compact records) over the same;
-//! - `read`: `Log::read` of the whole log from memory (framing, CRC, LZ4, decoding).
+//! - `read`: `Log::read` of the whole log from memory (framing, CRC, LZ4, decoding);
+//! - `stored_to_records/METHOD`: `unpack_records` (the analyzer's way into a stored block:
+//!   CRC, decompression, records) over the same events stored with LZ4, zstd and
+//!   zstd-columns; and `stored_to_records/zstd-columns-joined`, the two steps it stands
+//!   for (`unpack_payload_into`, which joins the columns into the payload, then
+//!   `decode_records`), for what reading columns without joining them saves.
 //!
 //! `cargo bench -p memreplay-benches --bench format_codec`
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
-use memreplay_format::block::{decode_events, unpack_payload};
+use memreplay_format::block::{decode_events, unpack_payload, unpack_payload_into, BlockFrame, FRAME_LEN};
 use memreplay_format::{
-    decode_records, Event, EventEncoder, FileHeader, Log, LogReader, LogWriter, Records, HEAP_DOMAIN,
+    decode_records, unpack_records, Event, EventEncoder, FileHeader, Log, LogReader, LogWriter, PayloadCompression,
+    PayloadCompressor, Records, HEAP_DOMAIN,
 };
 
 const EVENTS: usize = 256 * 1024;
@@ -111,6 +117,27 @@ fn payloads(log: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// `events` in blocks of 64 KiB stored with `method`: each block's frame and stored bytes.
+fn stored_blocks(events: &[Event], method: PayloadCompression) -> Vec<(BlockFrame, Vec<u8>)> {
+    let mut compressor = PayloadCompressor::new(method);
+    let mut enc = EventEncoder::new();
+    let mut blocks = Vec::new();
+    let mut finish = |enc: &mut EventEncoder| {
+        let mut bytes = Vec::new();
+        enc.finish_compressed(1, &mut compressor, &mut bytes);
+        let frame = BlockFrame::parse(bytes[..FRAME_LEN].try_into().expect("a frame")).expect("valid");
+        blocks.push((frame, bytes[FRAME_LEN..].to_vec()));
+    };
+    for e in events {
+        enc.push(e);
+        if enc.len() >= BLOCK_TARGET {
+            finish(&mut enc);
+        }
+    }
+    finish(&mut enc);
+    blocks
+}
+
 fn bench(c: &mut Criterion) {
     let events = synthetic(EVENTS);
     let n = events.len() as u64;
@@ -166,6 +193,41 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("read", |b| b.iter(|| black_box(Log::read(black_box(&log[..])).expect("reads")).blocks.len()));
+    let methods = [
+        ("lz4", PayloadCompression::Lz4),
+        ("zstd", PayloadCompression::Zstd { level: 1 }),
+        ("zstd-columns", PayloadCompression::ZstdColumns { level: 1 }),
+    ];
+    let mut buf = Vec::new();
+    let mut out = Records::default();
+    for (name, method) in methods {
+        let blocks = stored_blocks(&events, method);
+        g.bench_function(format!("stored_to_records/{name}"), |b| {
+            b.iter(|| {
+                let mut k = 0usize;
+                for (frame, stored) in &blocks {
+                    out.clear();
+                    unpack_records(frame, black_box(stored), &mut buf, &mut out).expect("valid");
+                    k += out.records.len();
+                }
+                black_box(k)
+            })
+        });
+        if name == "zstd-columns" {
+            g.bench_function("stored_to_records/zstd-columns-joined", |b| {
+                b.iter(|| {
+                    let mut k = 0usize;
+                    for (frame, stored) in &blocks {
+                        out.clear();
+                        let payload = unpack_payload_into(frame, black_box(stored), &mut buf).expect("valid");
+                        decode_records(payload, &mut out).expect("valid");
+                        k += out.records.len();
+                    }
+                    black_box(k)
+                })
+            });
+        }
+    }
     g.finish();
 }
 

@@ -9,7 +9,8 @@
 //! Data flows one way: bytes → [`LogReader`] (frames, damage report) → [`Block::decode`]
 //! (events, in parallel if the caller likes) → [`merge_by_seq`] (global order). Readers
 //! that go through millions of events decode into compact [`Record`]s instead
-//! ([`decode_records`]), with the same decoder. [`recompress`] stores a log's blocks
+//! ([`decode_records`], or [`unpack_records`] from a block's stored bytes, which reads a
+//! columns block's fields from their columns), with the same decoder. [`recompress`] stores a log's blocks
 //! again with another compression method, keeping everything else as it was.
 
 pub mod block;
@@ -31,7 +32,7 @@ pub use header::{header_flags, FileHeader, MAGIC, VERSION_MAJOR, VERSION_MINOR};
 pub use ordered::{merge_by_seq, Part, ThreadEvent};
 pub use reader::{Block, Damage, DecodedBlock, Log, LogReader, ReadReport};
 pub use recompress::{recompress, RecompressError, Recompressed};
-pub use record::{decode_records, Record, RecordKind, Records};
+pub use record::{decode_records, unpack_records, Record, RecordKind, Records};
 pub use writer::{FramedBlock, LogWriter};
 
 /// Why a log could not be opened at all. Damage past the header is not an error: it is

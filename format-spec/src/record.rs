@@ -12,7 +12,9 @@
 //! The bytes are decoded by the same decoder as [`crate::block::decode_events`]; only what
 //! it hands out differs.
 
-use crate::block::{decode_events, BlockError, Output};
+use crate::block::{
+    decode_events, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Compression, Output,
+};
 use crate::event::*;
 
 /// What a [`Record`] is.
@@ -129,6 +131,23 @@ impl Records {
         self.unkeyed = 0;
     }
 
+    /// Where `out` stands, for [`Records::rewind`].
+    fn mark(&self) -> Mark {
+        Mark { records: self.records.len(), events: self.events.len(), unkeyed: self.unkeyed }
+    }
+
+    /// Back to where `mark` was taken: the records and events appended since are gone,
+    /// and the unsequenced records that then waited for a key wait again (with key 0,
+    /// which they had until a later sequenced record keyed them).
+    fn rewind(&mut self, mark: Mark) {
+        self.records.truncate(mark.records);
+        self.events.truncate(mark.events);
+        for r in &mut self.records[mark.records - mark.unkeyed..] {
+            r.key = 0;
+        }
+        self.unkeyed = mark.unkeyed;
+    }
+
     /// Appends `r`, keying the unsequenced records before it if it is sequenced. Keyed
     /// here, as they are decoded, rather than in a second pass over the block's records.
     #[inline(always)]
@@ -144,7 +163,20 @@ impl Records {
     }
 }
 
+/// How long a [`Records`] was, and how many of its records waited for a key.
+#[derive(Clone, Copy)]
+struct Mark {
+    records: usize,
+    events: usize,
+    unkeyed: usize,
+}
+
 impl Output for Records {
+    #[inline(always)]
+    fn reserve(&mut self, records: usize) {
+        self.records.reserve(records);
+    }
+
     #[inline(always)]
     fn event(&mut self, e: Event) {
         if matches!(e, Event::Unknown { .. }) {
@@ -217,6 +249,31 @@ pub fn decode_records(payload: &[u8], out: &mut Records) -> Result<(), BlockErro
     decode_events(payload).decode_all(out)
 }
 
+/// Verifies, decompresses and decodes a block's stored payload (`stored`, framed by
+/// `frame`) into records appended to `out`: [`unpack_payload_into`] then
+/// [`decode_records`], with the same result and the same errors, but a columns block's
+/// records are read straight from its columns, never joined into a payload (unless it is
+/// damaged: then it goes that way, for the error). `buf` keeps its memory from one block
+/// to the next. On an error `out` holds the records before it.
+pub fn unpack_records(
+    frame: &BlockFrame,
+    stored: &[u8],
+    buf: &mut Vec<u8>,
+    out: &mut Records,
+) -> Result<(), BlockError> {
+    if matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns) {
+        let mark = out.mark();
+        if decode_stored_columns(frame, stored, buf, out).is_ok() {
+            return Ok(());
+        }
+        out.rewind(mark);
+    }
+    let payload = unpack_payload_into(frame, stored, buf)?;
+    // A record takes at least one byte of payload: a corrupt count reserves no more.
+    out.reserve((frame.event_count as usize).min(payload.len()));
+    decode_records(payload, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +308,61 @@ mod tests {
             ]
         );
         assert_eq!(r.event(&r.records[2]), &Event::Label { seq: 10, name: 3 });
+    }
+
+    /// A columns block is read from its columns: `decode_stored_columns` takes it (the
+    /// integration tests only see that `unpack_records` reads what the two steps do,
+    /// which a fall-back to them on every block would too), and refuses one whose claim
+    /// is a byte off, which joining would refuse.
+    #[test]
+    fn columns_blocks_are_read_from_their_columns() {
+        use crate::block::{decode_stored_columns, BlockFrame, FRAME_LEN};
+        use crate::{PayloadCompression, PayloadCompressor};
+        let mut enc = crate::EventEncoder::new();
+        let mut events = Vec::new();
+        for i in 0..2000u64 {
+            let addr = 0x7f00_0000_0000 + 48 * (i % 50);
+            events.push(Event::Alloc {
+                seq: 2 * i,
+                domain: crate::HEAP_DOMAIN,
+                addr,
+                size: 24,
+                align_log2: 4,
+                stack: 3,
+            });
+            events.push(Event::Free { seq: 2 * i + 1, domain: crate::HEAP_DOMAIN, addr, stack: 0 });
+            if i % 100 == 0 {
+                events.push(Event::ContextPush { ty: 1, name: i as u32, flags: 1 });
+                events.push(Event::DefineString { id: i as u32, text: format!("s{i}") });
+                events.push(Event::Realloc {
+                    free_seq: 2 * i + 1,
+                    seq: 2 * i + 1,
+                    old_addr: addr,
+                    new_addr: addr + 0x1000,
+                    new_size: 9,
+                    align_log2: 3,
+                    stack: 2,
+                });
+                events.push(Event::ContextPop);
+            }
+        }
+        events.iter().for_each(|e| enc.push(e));
+        let mut expected = Records::default();
+        events.into_iter().for_each(|e| expected.push(e));
+        for method in [PayloadCompression::Lz4Columns, PayloadCompression::ZstdColumns { level: 1 }] {
+            let mut bytes = Vec::new();
+            enc.clone().finish_compressed(1, &mut PayloadCompressor::new(method), &mut bytes);
+            let frame = BlockFrame::parse(bytes[..FRAME_LEN].try_into().unwrap()).unwrap();
+            assert!(matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns));
+            let stored = &bytes[FRAME_LEN..];
+            let mut got = Records::default();
+            assert_eq!(decode_stored_columns(&frame, stored, &mut Vec::new(), &mut got), Ok(()), "{method}");
+            assert_eq!((&got.records, &got.events), (&expected.records, &expected.events));
+            for off_by in [frame.raw_len - 1, frame.raw_len + 1] {
+                let frame = BlockFrame { raw_len: off_by, ..frame };
+                assert_eq!(decode_stored_columns(&frame, stored, &mut Vec::new(), &mut Records::default()), Err(()));
+            }
+        }
     }
 
     /// An unsequenced record takes the key of the next sequenced one, found as the block

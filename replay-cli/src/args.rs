@@ -705,10 +705,10 @@ pub struct RecompressArgs {
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// How the blocks are stored: `zstd-columns` (the default: the smallest, a real
-    /// program's log in about 40 % less than LZ4, but about 1.4× as long to read),
-    /// `zstd-columns:LEVEL` (1 to 19), `zstd` or `zstd:LEVEL` (as fast to read as LZ4),
-    /// `lz4-columns` or `lz4` (the recorder's default). A zstd log needs a reader of
-    /// format 1.4 or later, a columns log one of 1.5.
+    /// program's log in about 40 % less than LZ4, and read about as fast),
+    /// `zstd-columns:LEVEL` (1 to 19), `zstd` or `zstd:LEVEL`, `lz4-columns` or `lz4`
+    /// (the recorder's default). A zstd log needs a reader of format 1.4 or later, a
+    /// columns log one of 1.5.
     #[arg(long, value_name = "METHOD", default_value = "zstd-columns", value_parser = compression_option)]
     pub compression: String,
     /// Threads that compress, 1 to 256 (default: one per CPU).

@@ -23,8 +23,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use memreplay_format::{
-    block::unpack_payload_into, decode_records, Block, BlockFrame, Damage, FileHeader, FormatError, LogReader,
-    ReadReport, Record, Records,
+    unpack_records, Block, BlockFrame, Damage, FileHeader, FormatError, LogReader, ReadReport, Record, Records,
 };
 use rayon::prelude::*;
 
@@ -593,11 +592,7 @@ fn decode_block(
     BLOCK_BUFFERS.with_borrow_mut(|(stored, raw)| {
         Block::read_stored_at(file, offset, frame, stored)
             .map_err(|e| damage(memreplay_format::BlockError::Malformed { offset: 0, what: io_what(&e) }))?;
-        let payload = unpack_payload_into(&frame, stored, raw).map_err(damage)?;
-        // A record takes at least one byte of payload (a realloc's two, many more): a
-        // corrupt count must not reserve more.
-        out.records.reserve((frame.event_count as usize).min(payload.len()));
-        decode_records(payload, &mut out).map_err(damage)
+        unpack_records(&frame, stored, raw, &mut out).map_err(damage)
     })?;
     // The unsequenced records before a sequenced one were keyed as they were decoded.
     out.key_trailing(key_after);

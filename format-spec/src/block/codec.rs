@@ -2,9 +2,11 @@
 //! (events → payload, with the per-block delta state) and the one decoder,
 //! [`EventDecoder`], generic over what it hands the events to ([`Output`]).
 
+use super::columns::ColumnFields;
+use super::fields::Fields;
 use super::recent::{HeapSide, RecentHeap};
 use super::*;
-use crate::varint::{put_i64, put_str, put_u64, zigzag, Cursor, CursorError};
+use crate::varint::{put_i64, put_str, put_u64, unzigzag, zigzag, Cursor, CursorError};
 
 /// Encodes events into one block's payload with per-block delta state.
 #[derive(Debug, Clone, Default)]
@@ -467,24 +469,13 @@ pub fn frame_payload(
 
 /// Decodes a decompressed payload into its events, in order.
 pub fn decode_events(payload: &[u8]) -> EventDecoder<'_> {
-    EventDecoder {
-        c: Cursor::new(payload),
-        prev_seq: 0,
-        prev_addr: 0,
-        prev_time: 0,
-        recent: RecentHeap::default(),
-        failed: false,
-    }
+    EventDecoder { d: Decoder::new(Cursor::new(payload)), failed: false }
 }
 
 /// Iterator over a payload's events; stops after the first error.
 #[derive(Debug, Clone)]
 pub struct EventDecoder<'a> {
-    c: Cursor<'a>,
-    prev_seq: u64,
-    prev_addr: u64,
-    prev_time: u64,
-    recent: RecentHeap,
+    d: Decoder<Cursor<'a>>,
     failed: bool,
 }
 
@@ -493,8 +484,27 @@ impl EventDecoder<'_> {
     /// size of its record.
     #[inline]
     pub fn position(&self) -> usize {
-        self.c.position()
+        self.d.f.position()
     }
+
+    /// Decodes every remaining record into `out`; the error says where and what.
+    #[inline(always)]
+    pub(crate) fn decode_all(&mut self, out: &mut impl Output) -> Result<(), BlockError> {
+        let r = self.d.decode_all(out);
+        self.failed |= r.is_err();
+        r
+    }
+}
+
+/// Decodes a columns block's columns (`blob`, SPEC.md §4.2) into `out` without joining
+/// them into their payload first: the same decoder, reading each field from its column.
+/// `Err` wherever joining the columns into a payload of `raw_len` bytes or decoding that
+/// payload would fail; the caller then takes that way to learn what failed, and where
+/// (an offset in the payload, which only the joined payload has).
+pub(crate) fn decode_columns(blob: &[u8], raw_len: usize, out: &mut impl Output) -> Result<(), ()> {
+    let mut d = Decoder::new(ColumnFields::new(blob).map_err(|_| ())?);
+    d.decode_all(out).map_err(|_| ())?;
+    (d.f.joined_len() == Some(raw_len)).then_some(()).ok_or(())
 }
 
 const RECENT_LAST: u8 = tag::FREE_RECENT + RECENT as u8 - 1;
@@ -508,6 +518,11 @@ const NO_SUCH_RECENT: CursorError = CursorError::Overlong;
 /// record output implements without building an `Event`; the rest go to [`Output::event`].
 pub(crate) trait Output {
     fn event(&mut self, e: Event);
+
+    /// About `records` more records are coming (an upper bound a corrupt block cannot
+    /// inflate past its payload's length).
+    #[inline(always)]
+    fn reserve(&mut self, _records: usize) {}
 
     #[inline(always)]
     fn alloc(&mut self, seq: u64, domain: DomainId, addr: u64, size: u64, align_log2: u8, stack: StackId) {
@@ -555,17 +570,36 @@ pub(crate) trait Output {
     }
 }
 
-impl<'a> EventDecoder<'a> {
+/// The decoder: the per-block delta state of SPEC.md §6.1 over a source of fields.
+#[derive(Debug, Clone)]
+struct Decoder<F> {
+    f: F,
+    prev_seq: u64,
+    prev_addr: u64,
+    prev_time: u64,
+    recent: RecentHeap,
+}
+
+impl<'a, F: Fields<'a>> Decoder<F> {
+    fn new(f: F) -> Self {
+        Decoder { f, prev_seq: 0, prev_addr: 0, prev_time: 0, recent: RecentHeap::default() }
+    }
+
     #[inline(always)]
     fn seq(&mut self) -> Result<u64, CursorError> {
-        self.prev_seq = self.prev_seq.wrapping_add(self.c.i64()? as u64);
+        self.prev_seq = self.prev_seq.wrapping_add(self.f.seq_delta()? as u64);
         Ok(self.prev_seq)
     }
 
     #[inline(always)]
-    fn addr(&mut self) -> Result<u64, CursorError> {
-        self.prev_addr = self.prev_addr.wrapping_add(self.c.i64()? as u64);
+    fn addr(&mut self, side: HeapSide) -> Result<u64, CursorError> {
+        self.prev_addr = self.prev_addr.wrapping_add(self.f.addr_delta(side)? as u64);
         Ok(self.prev_addr)
+    }
+
+    #[inline(always)]
+    fn u32(&mut self) -> Result<u32, CursorError> {
+        u32::try_from(self.f.other()?).map_err(|_| CursorError::Overlong)
     }
 
     /// The domain and address of an allocation or a free (`side`) with tag `t`, whose
@@ -580,8 +614,8 @@ impl<'a> EventDecoder<'a> {
         [plain, in_domain, recent]: [u8; 3],
     ) -> Result<(DomainId, u64), CursorError> {
         if t == plain || t == in_domain {
-            let domain = if t == plain { HEAP_DOMAIN } else { self.c.u32()? };
-            let addr = self.addr()?;
+            let domain = if t == plain { HEAP_DOMAIN } else { self.u32()? };
+            let addr = self.addr(side)?;
             if domain == HEAP_DOMAIN {
                 self.recent.moved(side, addr);
             }
@@ -597,14 +631,14 @@ impl<'a> EventDecoder<'a> {
     /// Decodes the next record into `out`.
     #[inline(always)]
     fn decode_one(&mut self, out: &mut impl Output) -> Result<(), (&'static str, CursorError)> {
-        let t = self.c.u8().map_err(|e| ("tag", e))?;
+        let t = self.f.tag().map_err(|e| ("tag", e))?;
         match t {
             tag::ALLOC | tag::DOMAIN_ALLOC | tag::ALLOC_REUSE..=REUSE_LAST => {
                 let (seq, domain, addr, size, stack, align_log2) = (|| {
                     let seq = self.seq()?;
                     let tags = [tag::ALLOC, tag::DOMAIN_ALLOC, tag::ALLOC_REUSE];
                     let (domain, addr) = self.domain_and_addr(t, HeapSide::Alloc, tags)?;
-                    Ok((seq, domain, addr, self.c.u64()?, self.c.u32()?, self.c.u8()?))
+                    Ok((seq, domain, addr, self.f.size()?, self.f.stack()?, self.f.align()?))
                 })()
                 .map_err(|e| ("alloc", e))?;
                 out.alloc(seq, domain, addr, size, align_log2, stack);
@@ -614,7 +648,7 @@ impl<'a> EventDecoder<'a> {
                     let seq = self.seq()?;
                     let tags = [tag::FREE, tag::DOMAIN_FREE, tag::FREE_RECENT];
                     let (domain, addr) = self.domain_and_addr(t, HeapSide::Free, tags)?;
-                    Ok((seq, domain, addr, self.c.u32()?))
+                    Ok((seq, domain, addr, self.f.stack()?))
                 })()
                 .map_err(|e| ("free", e))?;
                 out.free(seq, domain, addr, stack);
@@ -623,48 +657,47 @@ impl<'a> EventDecoder<'a> {
                 let (free_seq, seq, old_addr, new_addr, new_size, stack, align_log2) = (|| {
                     let free_seq = self.seq()?;
                     let seq = self.seq()?;
-                    let old_addr = self.addr()?;
-                    let new_addr = self.addr()?;
+                    let old_addr = self.addr(HeapSide::Free)?;
+                    let new_addr = self.addr(HeapSide::Alloc)?;
                     self.recent.freed(old_addr);
                     self.recent.allocated(new_addr);
-                    Ok((free_seq, seq, old_addr, new_addr, self.c.u64()?, self.c.u32()?, self.c.u8()?))
+                    Ok((free_seq, seq, old_addr, new_addr, self.f.size()?, self.f.stack()?, self.f.align()?))
                 })()
                 .map_err(|e| ("realloc", e))?;
                 out.realloc(free_seq, seq, old_addr, new_addr, new_size, align_log2, stack);
             }
             tag::USAGE => {
                 let (seq, addr, used) =
-                    (|| Ok((self.seq()?, self.addr()?, self.c.u64()?)))().map_err(|e| ("usage", e))?;
+                    (|| Ok((self.seq()?, self.addr(HeapSide::Alloc)?, self.f.size()?)))().map_err(|e| ("usage", e))?;
                 out.usage(seq, addr, used);
             }
             tag::CONTEXT_PUSH => {
                 let (ty, name, flags) =
-                    (|| Ok((self.c.u32()?, self.c.u32()?, self.c.u8()?)))().map_err(|e| ("context push", e))?;
+                    (|| Ok((self.u32()?, self.u32()?, self.f.other_u8()?)))().map_err(|e| ("context push", e))?;
                 out.context_push(ty, name, flags);
             }
             tag::CONTEXT_POP => out.context_pop(),
             tag::ATTACH_PUSH => {
-                let (seq, addr) = (|| Ok((self.seq()?, self.addr()?)))().map_err(|e| ("attach push", e))?;
+                let (seq, addr) =
+                    (|| Ok((self.seq()?, self.addr(HeapSide::Alloc)?)))().map_err(|e| ("attach push", e))?;
                 out.event(Event::AttachPush { seq, addr });
             }
             tag::ATTACH_POP => out.event(Event::AttachPop),
             tag::TIME => {
-                let d = self.c.i64().map_err(|e| ("time", e))?;
+                let d = self.f.other().map(unzigzag).map_err(|e| ("time", e))?;
                 self.prev_time = self.prev_time.wrapping_add(d as u64);
                 out.time(self.prev_time);
             }
             tag::FRAME_START => {
-                let (seq, frame) = (|| Ok((self.seq()?, self.c.u64()?)))().map_err(|e| ("frame start", e))?;
+                let (seq, frame) = (|| Ok((self.seq()?, self.f.other()?)))().map_err(|e| ("frame start", e))?;
                 out.event(Event::FrameStart { seq, frame });
             }
             tag::LABEL => {
-                let (seq, name) = (|| Ok((self.seq()?, self.c.u32()?)))().map_err(|e| ("label", e))?;
+                let (seq, name) = (|| Ok((self.seq()?, self.u32()?)))().map_err(|e| ("label", e))?;
                 out.event(Event::Label { seq, name });
             }
             FIRST_SIZED_TAG..=LAST_SIZED_TAG => {
-                let len = self.c.u64().map_err(|e| ("record length", e))?;
-                let len = usize::try_from(len).map_err(|_| ("record length", CursorError::Overlong))?;
-                let body = self.c.bytes(len).map_err(|e| ("record body", e))?;
+                let body = self.f.sized_body()?;
                 out.event(decode_sized(t, body)?);
             }
             _ => return Err(("record tag", CursorError::Overlong)),
@@ -674,11 +707,10 @@ impl<'a> EventDecoder<'a> {
 
     /// Decodes every remaining record into `out`; the error says where and what.
     #[inline(always)]
-    pub(crate) fn decode_all(&mut self, out: &mut impl Output) -> Result<(), BlockError> {
-        while !self.c.is_empty() {
-            let offset = self.c.position();
+    fn decode_all(&mut self, out: &mut impl Output) -> Result<(), BlockError> {
+        while !self.f.is_empty() {
+            let offset = self.f.position();
             if let Err((what, _)) = self.decode_one(out) {
-                self.failed = true;
                 return Err(BlockError::Malformed { offset, what });
             }
         }
@@ -790,12 +822,12 @@ impl Iterator for EventDecoder<'_> {
     type Item = Result<Event, BlockError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.c.is_empty() {
+        if self.failed || self.d.f.is_empty() {
             return None;
         }
-        let offset = self.c.position();
+        let offset = self.d.f.position();
         let mut out = None;
-        match self.decode_one(&mut out) {
+        match self.d.decode_one(&mut out) {
             Ok(()) => out.map(Ok),
             Err((what, _)) => {
                 self.failed = true;

@@ -12,7 +12,11 @@
 //! byte; [`split`] takes only payloads whose address deltas are shortest varints, as
 //! writers write them, and a writer stores any other with the entropy stage alone.
 
-use crate::varint::{encoded_len, len_in_word, pack_word, put_u64, unpack_word, unzigzag, write_u64, zigzag, Cursor};
+use super::fields::Fields;
+use super::recent::HeapSide;
+use crate::varint::{
+    encoded_len, len_in_word, pack_word, put_u64, unpack_word, unzigzag, write_u64, zigzag, Cursor, CursorError,
+};
 
 /// The columns, in the order they are stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -347,9 +351,8 @@ impl Payload<'_> {
     }
 }
 
-/// Joins the columns that [`split`] wrote (`blob`) back into the payload, exactly `out`.
-/// Every column must be used up, and the payload must fill `out`.
-pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
+/// The columns that [`split`] wrote (`blob`): their lengths, then their bytes.
+fn column_slices(blob: &[u8]) -> Result<[&[u8]; COLS], JoinError> {
     let mut at = Cursor::new(blob);
     let mut lens = [0usize; COLS];
     for len in &mut lens[..COLS - 1] {
@@ -360,6 +363,13 @@ pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
         let len = if i == COLS - 1 { at.remaining() } else { lens[i] };
         *col = at.bytes(len).map_err(|_| JoinError)?;
     }
+    Ok(col_bytes)
+}
+
+/// Joins the columns that [`split`] wrote (`blob`) back into the payload, exactly `out`.
+/// Every column must be used up, and the payload must fill `out`.
+pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
+    let col_bytes = column_slices(blob)?;
     let mut cols: [Cursor<'_>; COLS] = std::array::from_fn(|i| Cursor::new(col_bytes[i]));
     let mut p = Payload { out, pos: 0 };
     for &tag in col_bytes[Tags as usize] {
@@ -405,6 +415,101 @@ pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
         return Err(JoinError);
     }
     Ok(())
+}
+
+/// A columns block's fields where [`split`] put them, for the decoder: its records read
+/// without the payload that [`join`] would make of them first (SPEC.md §4.2). The
+/// decoder asks for the fields in the order that `join` lays them out, each from the
+/// column that `FIELD_CODES` names for it.
+pub(super) struct ColumnFields<'a> {
+    cols: [Cursor<'a>; COLS],
+    /// Bytes of the payload that are not address fields: the tags and every other
+    /// column, whole (once every column is read to its end).
+    other_bytes: usize,
+    /// Bytes of the address fields read so far, as the payload holds them (shortest
+    /// varints).
+    addr_bytes: usize,
+}
+
+impl<'a> ColumnFields<'a> {
+    pub(super) fn new(blob: &'a [u8]) -> Result<Self, JoinError> {
+        let col_bytes = column_slices(blob)?;
+        let other_bytes = col_bytes
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != AllocAddrs as usize && i != FreeAddrs as usize)
+            .map(|(_, c)| c.len())
+            .sum();
+        Ok(ColumnFields { cols: col_bytes.map(Cursor::new), other_bytes, addr_bytes: 0 })
+    }
+
+    /// The length of the payload the columns join into, once every column has been read
+    /// to its end (`None` before: `join` refuses columns with bytes left over).
+    pub(super) fn joined_len(&self) -> Option<usize> {
+        self.cols.iter().all(|c| c.is_empty()).then_some(self.other_bytes + self.addr_bytes)
+    }
+
+    #[inline(always)]
+    fn col(&mut self, col: Col) -> &mut Cursor<'a> {
+        &mut self.cols[col as usize]
+    }
+}
+
+impl<'a> Fields<'a> for ColumnFields<'a> {
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.cols[Tags as usize].is_empty()
+    }
+    #[inline(always)]
+    fn position(&self) -> usize {
+        // Not the payload's offset, which the caller learns by joining.
+        self.cols[Tags as usize].position()
+    }
+    #[inline(always)]
+    fn tag(&mut self) -> Result<u8, CursorError> {
+        self.col(Tags).u8()
+    }
+    #[inline(always)]
+    fn seq_delta(&mut self) -> Result<i64, CursorError> {
+        self.col(Seqs).i64()
+    }
+    #[inline(always)]
+    fn addr_delta(&mut self, side: HeapSide) -> Result<i64, CursorError> {
+        let col = match side {
+            HeapSide::Alloc => AllocAddrs,
+            HeapSide::Free => FreeAddrs,
+        };
+        let z = address_field(self.col(col).u64()?);
+        self.addr_bytes += encoded_len(z);
+        Ok(unzigzag(z))
+    }
+    #[inline(always)]
+    fn size(&mut self) -> Result<u64, CursorError> {
+        self.col(Sizes).u64()
+    }
+    #[inline(always)]
+    fn stack(&mut self) -> Result<u32, CursorError> {
+        self.col(Stacks).u32()
+    }
+    #[inline(always)]
+    fn align(&mut self) -> Result<u8, CursorError> {
+        self.col(Aligns).u8()
+    }
+    #[inline(always)]
+    fn other(&mut self) -> Result<u64, CursorError> {
+        self.col(Other).u64()
+    }
+    #[inline(always)]
+    fn other_u8(&mut self) -> Result<u8, CursorError> {
+        self.col(Other).u8()
+    }
+    #[inline(always)]
+    fn sized_body(&mut self) -> Result<&'a [u8], (&'static str, CursorError)> {
+        let other = self.col(Other);
+        let len = other.u64().map_err(|e| ("record length", e))?;
+        let len = usize::try_from(len).map_err(|_| ("record length", CursorError::Overlong))?;
+        other.bytes(len).map_err(|e| ("record body", e))
+    }
 }
 
 #[cfg(test)]

@@ -231,30 +231,42 @@ pub(super) fn decompress(method: Compression, stored: &[u8], raw: &mut [u8]) -> 
 }
 
 /// Decompresses columns (`inner`-compressed, their length in front) and joins them into
-/// exactly `raw`. The columns are at most `MAX_COLUMN_LENGTHS` bytes longer than the
-/// payload (SPEC.md §4.2).
+/// exactly `raw`.
 fn uncolumn(inner: Compression, stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
     use std::cell::RefCell;
     thread_local! {
         // The columns of the block being read: one buffer per reading thread.
         static BLOB: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
+    BLOB.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let blob = decompress_columns(inner, stored, raw.len(), &mut buf)?;
+        columns::join(blob, raw).map_err(|_| BlockError::Decompression)
+    })
+}
+
+/// Decompresses the columns of a payload of `raw_len` bytes (`inner`-compressed, their
+/// length in front) into `buf`, and returns them. The columns are at most
+/// `MAX_COLUMN_LENGTHS` bytes longer than the payload (SPEC.md §4.2).
+pub(super) fn decompress_columns<'b>(
+    inner: Compression,
+    stored: &[u8],
+    raw_len: usize,
+    buf: &'b mut Vec<u8>,
+) -> Result<&'b [u8], BlockError> {
     let mut c = Cursor::new(stored);
     let len = c.u64().map_err(|_| BlockError::Decompression)?;
     let stored = &stored[c.position()..];
     let len = usize::try_from(len).map_err(|_| BlockError::Decompression)?;
-    if len > raw.len() + MAX_COLUMN_LENGTHS || len > most_raw_bytes(inner, stored.len()) {
+    if len > raw_len + MAX_COLUMN_LENGTHS || len > most_raw_bytes(inner, stored.len()) {
         return Err(BlockError::Decompression);
     }
-    BLOB.with(|cell| {
-        let mut blob = cell.borrow_mut();
-        if blob.len() < len {
-            blob.resize(len, 0);
-        }
-        let blob = &mut blob[..len];
-        decompress(inner, stored, blob)?;
-        columns::join(blob, raw).map_err(|_| BlockError::Decompression)
-    })
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let blob = &mut buf[..len];
+    decompress(inner, stored, blob)?;
+    Ok(blob)
 }
 
 /// Decompresses one zstd frame, the whole of `stored`, into `raw` (exactly its length).

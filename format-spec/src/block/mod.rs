@@ -14,6 +14,7 @@
 mod codec;
 mod columns;
 mod compress;
+mod fields;
 mod recent;
 
 pub(crate) use codec::Output;
@@ -333,12 +334,7 @@ pub fn unpack_payload_into<'a>(
     stored: &'a [u8],
     buf: &'a mut Vec<u8>,
 ) -> Result<&'a [u8], BlockError> {
-    if crc32fast::hash(stored) != frame.payload_crc {
-        return Err(BlockError::ChecksumMismatch);
-    }
-    if frame.raw_len > MAX_BLOCK_RAW_LEN {
-        return Err(BlockError::TooLarge { raw_len: frame.raw_len });
-    }
+    check_stored(frame, stored)?;
     match frame.compression {
         Compression::None => {
             if stored.len() != frame.raw_len as usize {
@@ -348,11 +344,6 @@ pub fn unpack_payload_into<'a>(
         }
         Compression::Lz4 | Compression::Zstd | Compression::Lz4Columns | Compression::ZstdColumns => {
             let n = frame.raw_len as usize;
-            // A claim beyond what the stored bytes can expand into cannot decompress, and
-            // gets no buffer.
-            if n > compress::most_raw_bytes(frame.compression, stored.len()) {
-                return Err(BlockError::Decompression);
-            }
             if buf.len() < n {
                 buf.resize(n, 0);
             }
@@ -362,6 +353,49 @@ pub fn unpack_payload_into<'a>(
         }
         Compression::Unknown(c) => Err(BlockError::UnknownCompression(c)),
     }
+}
+
+/// What a block's stored bytes are checked against before they are decompressed: their
+/// checksum, and the payload length the frame claims.
+fn check_stored(frame: &BlockFrame, stored: &[u8]) -> Result<(), BlockError> {
+    if crc32fast::hash(stored) != frame.payload_crc {
+        return Err(BlockError::ChecksumMismatch);
+    }
+    if frame.raw_len > MAX_BLOCK_RAW_LEN {
+        return Err(BlockError::TooLarge { raw_len: frame.raw_len });
+    }
+    // A claim beyond what the stored bytes can expand into cannot decompress, and gets no
+    // buffer.
+    if frame.compression.is_compressed()
+        && frame.raw_len as usize > compress::most_raw_bytes(frame.compression, stored.len())
+    {
+        return Err(BlockError::Decompression);
+    }
+    Ok(())
+}
+
+/// Decodes a columns block (methods 3 and 4) into `out` from its columns, without joining
+/// them into its payload first: joining cost a reader as much as decoding (RESULTS §41).
+/// `Err(())` for any other method, and wherever [`unpack_payload_into`] or decoding its
+/// payload would fail: the caller then goes that way, which says what failed and where.
+/// `buf` receives the columns.
+pub(crate) fn decode_stored_columns(
+    frame: &BlockFrame,
+    stored: &[u8],
+    buf: &mut Vec<u8>,
+    out: &mut impl Output,
+) -> Result<(), ()> {
+    let inner = match frame.compression {
+        Compression::Lz4Columns => Compression::Lz4,
+        Compression::ZstdColumns => Compression::Zstd,
+        _ => return Err(()),
+    };
+    check_stored(frame, stored).map_err(|_| ())?;
+    let raw_len = frame.raw_len as usize;
+    let blob = compress::decompress_columns(inner, stored, raw_len, buf).map_err(|_| ())?;
+    // A record takes at least one byte of payload: a corrupt count reserves no more.
+    out.reserve((frame.event_count as usize).min(raw_len));
+    codec::decode_columns(blob, raw_len, out)
 }
 
 #[cfg(test)]

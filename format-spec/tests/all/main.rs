@@ -1,12 +1,14 @@
 //! The format crate's integration tests, one binary: round trips of every event, the
 //! worked example of SPEC.md, forward compatibility, damaged and foreign files, the
-//! global order, recompressing a log (damaged ones too), and the fuzzer's inputs.
+//! global order, recompressing a log (damaged ones too), the analyzer's way into a
+//! block (`unpack_records`), and the fuzzer's inputs.
 
 mod compat;
 mod damage;
 mod fuzz_inputs;
 mod order;
 mod recompress;
+mod records;
 mod roundtrip;
 mod smoke;
 mod spec_example;
