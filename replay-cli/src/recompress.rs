@@ -3,7 +3,8 @@
 //!
 //! The new log is written beside its final path and renamed there once complete, so a
 //! failure (a full disk, an unreadable log) leaves no partial file behind and never
-//! touches an existing one.
+//! touches an existing one; nor does an interrupt (SIGINT, SIGTERM, SIGHUP), which
+//! removes the unfinished file before the process ends as the signal would have ended it.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -31,6 +32,7 @@ pub fn run(a: &RecompressArgs, out: &mut dyn std::io::Write) -> Result<u8, CliEr
     let temp = temp_path(&a.output);
     let write_error = |error| CliError::Write { path: a.output.clone(), error };
     let file = File::create(&temp).map_err(write_error)?;
+    let _removed_on_interrupt = RemovedOnInterrupt::new(&temp);
     let workers = match a.threads {
         Some(n) => n as usize,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -71,6 +73,72 @@ fn same_file(a: &Path, b: &Path) -> bool {
 fn temp_path(output: &Path) -> PathBuf {
     let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     output.with_file_name(format!(".{name}.recompress-{}", std::process::id()))
+}
+
+/// While it lives, SIGINT, SIGTERM and SIGHUP (those the process does not ignore) remove
+/// the file at its path (the new log, unfinished) before they end the process as they
+/// would have. Dropped, it puts back what the signals did before.
+struct RemovedOnInterrupt {
+    saved: [libc::sigaction; 3],
+}
+
+const INTERRUPTS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The path the handler removes (a leaked C string), or null.
+static REMOVE_ON_INTERRUPT: std::sync::atomic::AtomicPtr<libc::c_char> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+extern "C" fn remove_and_end(signal: libc::c_int) {
+    let path = REMOVE_ON_INTERRUPT.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: `unlink`, `signal` and `raise` are async-signal-safe; `path` is null or a C
+    // string that is never freed. With the default disposition back, the raised signal
+    // ends the process with the status the interrupt would have given it.
+    unsafe {
+        if !path.is_null() {
+            libc::unlink(path);
+        }
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
+
+impl RemovedOnInterrupt {
+    fn new(path: &Path) -> RemovedOnInterrupt {
+        use std::os::unix::ffi::OsStrExt;
+        if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
+            REMOVE_ON_INTERRUPT.store(c.into_raw(), std::sync::atomic::Ordering::SeqCst);
+        }
+        // SAFETY: `sigaction` values are plain data, for which all zeroes is valid; the
+        // handler is an `extern "C" fn(c_int)` that does only async-signal-safe work.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = remove_and_end as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut saved: [libc::sigaction; 3] = std::mem::zeroed();
+            for (signal, old) in INTERRUPTS.iter().zip(&mut saved) {
+                libc::sigaction(*signal, std::ptr::null(), old);
+                // A signal the process was started ignoring (`nohup`) stays ignored.
+                if old.sa_sigaction != libc::SIG_IGN {
+                    libc::sigaction(*signal, &action, std::ptr::null_mut());
+                }
+            }
+            RemovedOnInterrupt { saved }
+        }
+    }
+}
+
+impl Drop for RemovedOnInterrupt {
+    fn drop(&mut self) {
+        // SAFETY: puts back the dispositions `new` found.
+        unsafe {
+            for (signal, old) in INTERRUPTS.iter().zip(&self.saved) {
+                libc::sigaction(*signal, old, std::ptr::null_mut());
+            }
+        }
+        // The path's string is left leaked: a signal being handled on another thread may
+        // still read it.
+        REMOVE_ON_INTERRUPT.store(std::ptr::null_mut(), std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Two lines: what was written, and how much smaller it is.

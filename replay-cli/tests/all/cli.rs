@@ -788,6 +788,54 @@ fn recompress_keeps_damage_and_exits_3() {
     assert_eq!(integrity(&out).0, false);
 }
 
+/// An interrupted `recompress` leaves nothing behind. It reads the log from a pipe that has
+/// given it only the first half, so it is mid-way, its unfinished file written, when the
+/// signal comes: it removes the file and ends as the signal ends a process.
+#[test]
+fn an_interrupted_recompress_leaves_no_file() {
+    use std::io::Write;
+    use std::os::unix::process::ExitStatusExt;
+    let (log, _) = write_log("interrupted-input.mrl");
+    let bytes = std::fs::read(&log).unwrap();
+    for (signal, name) in [(libc::SIGTERM, "term"), (libc::SIGINT, "int"), (libc::SIGHUP, "hup")] {
+        let dir = temp(&format!("interrupted-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let pipe = dir.join("log.pipe");
+        let c_pipe = std::ffi::CString::new(pipe.to_str().unwrap()).unwrap();
+        // SAFETY: makes a named pipe at a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_pipe.as_ptr(), 0o600) }, 0);
+        let out = dir.join("small.mrl");
+        let mut child = common::replay_cli()
+            .args(["recompress", pipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut writer = std::fs::OpenOptions::new().write(true).open(&pipe).unwrap();
+        writer.write_all(&bytes[..bytes.len() / 2]).unwrap();
+        let names = || -> Vec<String> {
+            let mut n: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            n.sort();
+            n
+        };
+        let started = std::time::Instant::now();
+        while !names().iter().any(|n| n.starts_with(".small.mrl.recompress-")) {
+            assert!(started.elapsed().as_secs() < 30, "no unfinished file: {:?}", names());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // SAFETY: sends a signal to the child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let status = child.wait().unwrap();
+        drop(writer);
+        assert_eq!(status.signal(), Some(signal), "{name}: {status:?}");
+        assert_eq!(names(), ["log.pipe"], "{name}");
+    }
+}
+
 /// What `recompress` refuses, before it writes anything: a missing or foreign log, its
 /// own input as output, a folder that is not there, a bad method or thread count. A
 /// failure never leaves a file behind nor touches the one there.
