@@ -13,7 +13,7 @@
 //! it hands out differs.
 
 use crate::block::{
-    decode_events, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Compression, Output,
+    decode_payload, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Compression, Output,
 };
 use crate::event::*;
 
@@ -246,7 +246,7 @@ impl Output for Records {
 /// Decodes a decompressed payload into records, appended to `out`. On a malformed
 /// payload, `out` holds the records before the error.
 pub fn decode_records(payload: &[u8], out: &mut Records) -> Result<(), BlockError> {
-    decode_events(payload).decode_all(out)
+    decode_payload(payload, out)
 }
 
 /// Verifies, decompresses and decodes a block's stored payload (`stored`, framed by

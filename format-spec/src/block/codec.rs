@@ -486,14 +486,12 @@ impl EventDecoder<'_> {
     pub fn position(&self) -> usize {
         self.d.f.position()
     }
+}
 
-    /// Decodes every remaining record into `out`; the error says where and what.
-    #[inline(always)]
-    pub(crate) fn decode_all(&mut self, out: &mut impl Output) -> Result<(), BlockError> {
-        let r = self.d.decode_all(out);
-        self.failed |= r.is_err();
-        r
-    }
+/// Decodes every record of a payload into `out`; the error says where and what.
+#[inline(always)]
+pub(crate) fn decode_payload(payload: &[u8], out: &mut impl Output) -> Result<(), BlockError> {
+    Decoder::new(Cursor::new(payload)).decode_all(out)
 }
 
 /// Decodes a columns block's columns (`blob`, SPEC.md §4.2) into `out` without joining

@@ -17,8 +17,8 @@ mod compress;
 mod fields;
 mod recent;
 
-pub(crate) use codec::Output;
 pub use codec::{decode_events, frame_payload, EventDecoder, EventEncoder};
+pub(crate) use codec::{decode_payload, Output};
 pub use compress::{PayloadCompression, PayloadCompressor, COMPRESSION_VALUES, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
 use crate::event::*;
