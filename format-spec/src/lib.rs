@@ -10,8 +10,9 @@
 //! (events, in parallel if the caller likes) → [`merge_by_seq`] (global order). Readers
 //! that go through millions of events decode into compact [`Record`]s instead
 //! ([`decode_records`], or [`unpack_records`] from a block's stored bytes, which reads a
-//! columns block's fields from their columns), with the same decoder. [`recompress`] stores a log's blocks
-//! again with another compression method, keeping everything else as it was.
+//! columns block's fields from their columns), with the same decoder. [`recompress`]
+//! stores a log's blocks again with another compression method, keeping everything else
+//! as it was.
 
 pub mod block;
 pub mod event;

@@ -1,6 +1,8 @@
 //! The encoding of events inside a block's payload (SPEC.md §5–§6): [`EventEncoder`]
-//! (events → payload, with the per-block delta state) and the one decoder,
-//! [`EventDecoder`], generic over what it hands the events to ([`Output`]).
+//! (events → payload, with the per-block delta state) and the one decoder, generic over
+//! where it reads the fields (a payload, or a columns block's columns: `Fields`) and what
+//! it hands the events to ([`Output`]): [`EventDecoder`] is it over a payload, as an
+//! iterator of events.
 
 use super::columns::ColumnFields;
 use super::fields::Fields;
