@@ -41,19 +41,22 @@ use std::time::Instant;
 
 /// Slots in the address table: 2^20 × 8 bytes = 8 MiB of address space reserved once per
 /// process; the pages are zero until touched, and only those of memory in use are (one
-/// 4 KiB page of slots per 32 MiB of memory).
+/// 4 KiB page of slots per 128 MiB of memory).
 const SLOT_BITS: u32 = 20;
-/// Bytes of memory per slot: the blocks in one 64 KiB granule share a slot. Coarse on
-/// purpose: a slot line then covers 512 KiB of a thread's memory. With 128-byte granules
-/// the misses on slot lines cost the game-like workload ~10 % more CPU, with 4 KiB ~2 %
-/// (RESULTS §24); and a program whose blocks spread over gigabytes (the random churn of
-/// 16 B–1 MiB blocks) waited on the slot's load for most of its hooks' time with 4 KiB
-/// granules: 131–149 ns per event in the hooks, 63–72 with 64 KiB (RESULTS §39).
-/// Threads rarely allocate from the same 64 KiB (allocators give each thread its own
-/// arena or pages), and blocks that share a slot only add constraints that hold anyway:
-/// a thread's keys then follow another's a little more often (a log of cross-thread
-/// frees grew 0.3–0.9 %).
-const GRANULE_BITS: u32 = 16;
+/// Bytes of memory per slot: the blocks in one 256 KiB granule share a slot. Coarse on
+/// purpose: a slot line then covers 2 MiB of a thread's memory, and a program's slots
+/// fit in few lines that stay cached. With 128-byte granules the misses on slot lines
+/// cost the game-like workload ~10 % more CPU, with 4 KiB ~2 % (RESULTS §24); a program
+/// whose blocks spread over gigabytes (the random churn of 16 B–1 MiB blocks) waited on
+/// the slot's load for most of its hooks' time: 131–149 ns per event in the hooks with
+/// 4 KiB granules, 63–72 with 64 KiB (RESULTS §39), 40–64 with 64 KiB and 23–33 with
+/// 256 KiB in one later series (1 MiB: 20–30, RESULTS §42). Threads rarely allocate from
+/// the same granule (allocators give each thread its own arena, 64 MiB-aligned in
+/// glibc), and blocks that share a slot only add constraints that hold anyway: a
+/// thread's keys then follow another's a little more often. The logs of cross-thread
+/// frees and of the churn are the same size with 256 KiB as with 64 KiB (within their
+/// run-to-run spread); with 1 MiB the cross-thread ones grew 0.4–0.5 %.
+const GRANULE_BITS: u32 = 18;
 
 /// Events between two clock reads that raise a thread's key (a read costs ~20 ns).
 pub(crate) const EVENTS_PER_CLOCK: u32 = 64;
@@ -109,8 +112,8 @@ impl Order {
     /// The slot of the block at `addr` in `domain` (0 for the heap): the granule's number
     /// modulo the table's size, so consecutive granules get consecutive slots and a
     /// thread's nearby blocks share the table's cache lines, not other threads'. The table
-    /// spans 64 GiB of addresses, so allocators' arenas (64 MiB apart in glibc) do not meet
-    /// in it; granules 64 GiB apart, and other domains' blocks (moved by a constant per
+    /// spans 256 GiB of addresses, so allocators' arenas (64 MiB apart in glibc) do not
+    /// meet in it; granules 256 GiB apart, and other domains' blocks (moved by a constant per
     /// domain), may share a slot, which only adds constraints that hold anyway. (A heap
     /// event's slot costs a shift and a mask.)
     #[inline(always)]
