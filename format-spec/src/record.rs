@@ -316,7 +316,7 @@ mod tests {
     /// is a byte off, which joining would refuse.
     #[test]
     fn columns_blocks_are_read_from_their_columns() {
-        use crate::block::{decode_stored_columns, BlockFrame, FRAME_LEN};
+        use crate::block::FRAME_LEN;
         use crate::{PayloadCompression, PayloadCompressor};
         let mut enc = crate::EventEncoder::new();
         let mut events = Vec::new();
