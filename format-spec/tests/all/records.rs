@@ -5,6 +5,7 @@
 //! with records already waiting in the output for a key.
 
 use memreplay_format::block::{unpack_payload_into, BlockFrame, FRAME_LEN};
+use memreplay_format::varint::{put_u64, Cursor};
 use memreplay_format::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -115,17 +116,12 @@ fn with_columns_changed(
     change: impl FnOnce(&mut Vec<u8>),
     raw_delta: i64,
 ) -> (BlockFrame, Vec<u8>) {
-    let n = stored.iter().position(|&b| b & 0x80 == 0).unwrap() + 1;
-    let len = stored[..n].iter().rev().fold(0usize, |v, &b| (v << 7) | usize::from(b & 0x7f));
-    let mut blob = lz4_flex::block::decompress(&stored[n..], len).unwrap();
+    let mut at = Cursor::new(stored);
+    let len = at.u64().unwrap() as usize;
+    let mut blob = lz4_flex::block::decompress(&stored[at.position()..], len).unwrap();
     change(&mut blob);
     let mut s = Vec::new();
-    let mut len = blob.len();
-    while len >= 0x80 {
-        s.push(len as u8 | 0x80);
-        len >>= 7;
-    }
-    s.push(len as u8);
+    put_u64(&mut s, blob.len() as u64);
     s.extend(lz4_flex::block::compress(&blob));
     let raw_len = (i64::from(frame.raw_len) + raw_delta).max(0) as u32;
     let frame = BlockFrame { stored_len: s.len() as u32, raw_len, payload_crc: crc32(&s), ..*frame };
