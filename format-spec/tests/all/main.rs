@@ -13,7 +13,13 @@ mod roundtrip;
 mod smoke;
 mod spec_example;
 
-use memreplay_format::{header_flags, FileHeader};
+use memreplay_format::{header_flags, FileHeader, PayloadCompression, PayloadCompressor};
+
+/// The method a writer asked for `method` stores blocks with in this build: LZ4 for zstd
+/// where the `zstd` feature is off.
+fn built(method: PayloadCompression) -> PayloadCompression {
+    PayloadCompressor::new(method).method()
+}
 
 /// The header of these tests' logs.
 fn header() -> FileHeader {

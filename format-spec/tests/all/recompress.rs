@@ -85,8 +85,10 @@ fn every_method_keeps_the_events_frames_and_end() {
     let old = read(&original);
     assert!(old.report.is_clean());
     let mut sizes = Vec::new();
-    for method in METHODS {
-        let (bytes, done) = recompressed(&original, method, 2);
+    for asked in METHODS {
+        // Without the `zstd` feature, zstd is written as LZ4 (`PayloadCompressor::new`).
+        let method = crate::built(asked);
+        let (bytes, done) = recompressed(&original, asked, 2);
         let new = read(&bytes);
         assert!(new.report.is_clean(), "{method:?}: {:?}", new.report);
         assert_eq!(contents(&new), contents(&old), "{method:?}");
@@ -115,7 +117,9 @@ fn every_method_keeps_the_events_frames_and_end() {
         assert_eq!(read(&back).blocks, read(&lz4).blocks, "{method:?}");
         sizes.push(bytes.len());
     }
-    assert!(sizes[4] < sizes[0] * 3 / 4, "{sizes:?}");
+    if cfg!(feature = "zstd") {
+        assert!(sizes[4] < sizes[0] * 3 / 4, "{sizes:?}");
+    }
 }
 
 /// The blocks come out the same whatever the number of threads that compress them, and
