@@ -5,7 +5,7 @@
 //! decode blocks in parallel. Whatever it cannot read (a cut-off tail, bytes skipped to
 //! find the next valid frame, a missing end-of-log record) it records in [`ReadReport`].
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 
 use crate::block::*;
 use crate::event::Event;
@@ -159,9 +159,6 @@ pub struct LogReader<R> {
     /// The header as read.
     header_bytes: Vec<u8>,
     report: ReadReport,
-    /// While `next_block_or_bytes` runs: every byte read that is not part of the event
-    /// block it returns.
-    other: Option<Vec<u8>>,
 }
 
 /// Bytes asked of the source at a time (more when a block needs more). Kept modest: the
@@ -183,7 +180,6 @@ impl<R: Read> LogReader<R> {
             header: empty_header(),
             header_bytes: Vec::new(),
             report: ReadReport::default(),
-            other: None,
         };
         r.fill(16)?;
         if r.eof && r.available() == 0 {
@@ -263,13 +259,14 @@ impl<R: Read> LogReader<R> {
         Ok(())
     }
 
-    /// Consumes `n` bytes that are not part of an event block handed out: kept for
-    /// [`next_block_or_bytes`](Self::next_block_or_bytes).
-    fn pass(&mut self, n: usize) {
-        if let Some(other) = &mut self.other {
-            other.extend_from_slice(&self.buf[self.start..self.start + n]);
+    /// Consumes `n` bytes that are not part of an event block handed out, writing them to
+    /// `other` ([`next_block_or_write`](Self::next_block_or_write)).
+    fn pass<W: Write + ?Sized>(&mut self, n: usize, other: Option<&mut W>) -> io::Result<()> {
+        if let Some(other) = other {
+            other.write_all(&self.buf[self.start..self.start + n])?;
         }
         self.consume(n);
+        Ok(())
     }
 
     fn consume(&mut self, n: usize) {
@@ -281,33 +278,31 @@ impl<R: Read> LogReader<R> {
     /// The next event block, or `None` at the end of the log (clean or not).
     /// I/O errors of the source are returned; damage is recorded in the report.
     pub fn next_block(&mut self) -> io::Result<Option<Block>> {
-        self.next(true)
+        self.next::<io::Sink>(true, None)
     }
 
-    /// [`next_block`](Self::next_block), appending to `other` every byte it reads that is
-    /// not part of the block it returns, in file order: what comes before that block
-    /// (bytes skipped as corrupt, a block of an unknown kind, an end-of-log record that
-    /// does not parse), or at the end, the rest of the file (the end-of-log record, a
-    /// cut-off tail, trailing bytes, all of them held in `other`). Writing `other` and then
-    /// each block gives the file again: a tool that rewrites blocks keeps the rest, damage
-    /// included, as it was.
-    pub fn next_block_or_bytes(&mut self, other: &mut Vec<u8>) -> io::Result<Option<Block>> {
-        self.other = Some(std::mem::take(other));
-        let next = self.next(true);
-        *other = self.other.take().unwrap_or_default();
-        next
+    /// [`next_block`](Self::next_block), writing to `other` every byte it reads that is
+    /// not part of the block it returns, in file order, as it goes: what comes before that
+    /// block (bytes skipped as corrupt, a block of an unknown kind, an end-of-log record
+    /// that does not parse), or at the end, the rest of the file (the end-of-log record, a
+    /// cut-off tail, trailing bytes). Writing those bytes and each block in turn gives the
+    /// file again: a tool that rewrites blocks keeps the rest, damage included, as it was,
+    /// in no more memory than a block takes, however long the damage. An error of
+    /// `other` ends the call, as an error of the source does.
+    pub fn next_block_or_write(&mut self, other: &mut dyn Write) -> io::Result<Option<Block>> {
+        self.next(true, Some(other))
     }
 
     /// The offset and frame of the next event block, as [`LogReader::next_block`] but
     /// without copying its payload out: for readers that index a file and read the
     /// payloads later ([`Block::read_stored_at`]).
     pub fn next_frame(&mut self) -> io::Result<Option<(u64, BlockFrame)>> {
-        Ok(self.next(false)?.map(|b| (b.offset, b.frame)))
+        Ok(self.next::<io::Sink>(false, None)?.map(|b| (b.offset, b.frame)))
     }
 
     /// The next event block, its payload copied out if `payload` (always for the
     /// end-of-log record, which is parsed here).
-    fn next(&mut self, payload: bool) -> io::Result<Option<Block>> {
+    fn next<W: Write + ?Sized>(&mut self, payload: bool, mut other: Option<&mut W>) -> io::Result<Option<Block>> {
         let mut corrupt_from: Option<u64> = None;
         loop {
             if self.done {
@@ -315,7 +310,7 @@ impl<R: Read> LogReader<R> {
             }
             self.fill(FRAME_LEN)?;
             if self.available() < FRAME_LEN {
-                self.finish_at_eof(corrupt_from);
+                self.finish_at_eof(corrupt_from, other.as_deref_mut())?;
                 return Ok(None);
             }
             let mut fb = [0u8; FRAME_LEN];
@@ -324,14 +319,14 @@ impl<R: Read> LogReader<R> {
                 Ok(f) => f,
                 Err(_) => {
                     corrupt_from.get_or_insert(self.offset);
-                    self.skip_to_next_magic()?;
+                    self.skip_to_next_magic(other.as_deref_mut())?;
                     continue;
                 }
             };
             let total = FRAME_LEN + frame.stored_len as usize;
             self.fill(total)?;
             if self.available() < total {
-                self.finish_at_eof(corrupt_from);
+                self.finish_at_eof(corrupt_from, other.as_deref_mut())?;
                 return Ok(None);
             }
             if let Some(from) = corrupt_from.take() {
@@ -350,14 +345,14 @@ impl<R: Read> LogReader<R> {
                     return Ok(Some(Block { offset, frame, stored }));
                 }
                 BlockKind::End => {
-                    self.pass(total);
+                    self.pass(total, other.as_deref_mut())?;
                     let end = unpack_payload(&frame, &stored).and_then(|p| EndOfLog::parse(&p));
                     match end {
                         Ok(end) => {
                             self.report.end = Some(end);
                             self.done = true;
                             self.fill(1)?;
-                            let rest = self.trailing_len()?;
+                            let rest = self.trailing_len(other.as_deref_mut())?;
                             if rest > 0 {
                                 self.report.damage.push(Damage::TrailingBytes { offset: self.offset, bytes: rest });
                             }
@@ -370,23 +365,22 @@ impl<R: Read> LogReader<R> {
                     }
                 }
                 BlockKind::Unknown(kind) => {
-                    self.pass(total);
+                    self.pass(total, other.as_deref_mut())?;
                     self.report.damage.push(Damage::UnknownBlockKind { offset, kind });
                 }
             }
         }
     }
 
-    /// Counts (and discards, or keeps for `next_block_or_bytes`) whatever follows the
-    /// end-of-log record.
-    fn trailing_len(&mut self) -> io::Result<u64> {
+    /// Counts (and discards, or writes to `other`) whatever follows the end-of-log record.
+    fn trailing_len<W: Write + ?Sized>(&mut self, mut other: Option<&mut W>) -> io::Result<u64> {
         let mut n = self.available() as u64;
-        if let Some(other) = &mut self.other {
-            other.extend_from_slice(&self.buf[self.start..self.end]);
+        if let Some(other) = other.as_deref_mut() {
+            other.write_all(&self.buf[self.start..self.end])?;
         }
         self.start = self.end;
         if !self.eof {
-            n += match &mut self.other {
+            n += match other {
                 Some(other) => io::copy(&mut self.src, other)?,
                 None => io::copy(&mut self.src, &mut io::sink())?,
             };
@@ -394,7 +388,7 @@ impl<R: Read> LogReader<R> {
         Ok(n)
     }
 
-    fn finish_at_eof(&mut self, corrupt_from: Option<u64>) {
+    fn finish_at_eof<W: Write + ?Sized>(&mut self, corrupt_from: Option<u64>, other: Option<&mut W>) -> io::Result<()> {
         self.done = true;
         let rest = self.available() as u64;
         match corrupt_from {
@@ -404,22 +398,21 @@ impl<R: Read> LogReader<R> {
             None if rest > 0 => self.report.damage.push(Damage::TruncatedTail { offset: self.offset, bytes: rest }),
             None => {}
         }
-        self.pass(rest as usize);
+        self.pass(rest as usize, other)
     }
 
     /// Advances past the current byte to the next occurrence of the block magic
     /// (or to the end of what is available, keeping a possible partial magic).
-    fn skip_to_next_magic(&mut self) -> io::Result<()> {
-        self.pass(1);
+    fn skip_to_next_magic<W: Write + ?Sized>(&mut self, mut other: Option<&mut W>) -> io::Result<()> {
+        self.pass(1, other.as_deref_mut())?;
         loop {
             let window = &self.buf[self.start..self.end];
             if let Some(i) = window.windows(BLOCK_MAGIC.len()).position(|w| w == BLOCK_MAGIC) {
-                self.pass(i);
-                return Ok(());
+                return self.pass(i, other);
             }
             let keep = BLOCK_MAGIC.len() - 1;
             let skip = window.len().saturating_sub(keep);
-            self.pass(skip);
+            self.pass(skip, other.as_deref_mut())?;
             if self.eof {
                 return Ok(());
             }

@@ -70,59 +70,49 @@ const BATCH_BYTES: usize = 64 << 20;
 /// Reads the log `src` and writes it to `out` with every event block's payload stored
 /// with `method`, on `workers` threads (at least one). See the module documentation for
 /// what is kept. Memory stays flat: a batch of blocks at a time, at most
-/// `BATCH_PER_WORKER` per worker and about `BATCH_BYTES` in all.
+/// `BATCH_PER_WORKER` per worker and about `BATCH_BYTES` in all; the bytes between
+/// blocks (damage, however long, blocks of unknown kinds, the end) go straight through.
 pub fn recompress(
     src: impl Read,
-    mut out: impl Write,
+    out: impl Write,
     method: PayloadCompression,
     workers: usize,
 ) -> Result<Recompressed, RecompressError> {
     let mut reader = LogReader::new(src).map_err(RecompressError::Read)?;
-    let read = |e: io::Error| RecompressError::Read(FormatError::Io(e));
-    let write = RecompressError::Write;
-    let mut compressors: Vec<Worker> =
+    let workers: Vec<Worker> =
         (0..workers.max(1)).map(|_| Worker { compressor: PayloadCompressor::new(method), raw: Vec::new() }).collect();
-    let method = compressors[0].compressor.method();
+    let method = workers[0].compressor.method();
     let version_minor = reader.header().version_minor.max(first_minor_with(method));
     let header = with_minor(reader.header_bytes(), version_minor);
-    out.write_all(&header).map_err(write)?;
-    let mut done = Recompressed { method, version_minor, bytes_out: header.len() as u64, ..Recompressed::default() };
-    let mut batch: Vec<Piece> = Vec::new();
-    let mut batch_bytes = 0;
+    let done = Recompressed { method, version_minor, ..Recompressed::default() };
+    let mut w = Output { out, workers, batch: Vec::new(), batch_bytes: 0, bad: Vec::new(), done, failed: None };
+    w.write_all(&header).map_err(RecompressError::Write)?;
     loop {
-        let mut before = Vec::new();
-        let block = reader.next_block_or_bytes(&mut before).map_err(read)?;
-        let end = block.is_none();
-        if let Some(block) = block {
-            batch_bytes += before.len() + block.stored.len() + block.frame.raw_len as usize;
-            batch.push(Piece { before: std::mem::take(&mut before), block, bytes: Vec::new(), error: None });
+        let block = reader.next_block_or_write(&mut w);
+        for (block, error) in w.bad.drain(..) {
+            reader.report_bad_block(&block, error);
         }
-        if batch.len() == BATCH_PER_WORKER * compressors.len() || batch_bytes >= BATCH_BYTES || end {
-            batch_bytes = 0;
-            compress_batch(&mut batch, &mut compressors);
-            for piece in batch.drain(..) {
-                out.write_all(&piece.before).map_err(write)?;
-                out.write_all(&piece.bytes).map_err(write)?;
-                done.bytes_out += (piece.before.len() + piece.bytes.len()) as u64;
-                match piece.error {
-                    None => {
-                        done.blocks += 1;
-                        done.events += u64::from(piece.block.frame.event_count);
-                    }
-                    Some(error) => {
-                        done.copied_blocks += 1;
-                        reader.report_bad_block(&piece.block, error);
-                    }
-                }
+        let block = block.map_err(|e| match w.failed.take() {
+            // `w` failed: the new log cannot be written.
+            Some(e) => RecompressError::Write(e),
+            None => RecompressError::Read(FormatError::Io(e)),
+        })?;
+        let Some(block) = block else { break };
+        w.batch_bytes += block.stored.len() + block.frame.raw_len as usize;
+        w.batch.push(Piece { block, bytes: Vec::new(), error: None });
+        if w.batch.len() == BATCH_PER_WORKER * w.workers.len() || w.batch_bytes >= BATCH_BYTES {
+            w.write_batch().map_err(RecompressError::Write)?;
+            for (block, error) in w.bad.drain(..) {
+                reader.report_bad_block(&block, error);
             }
         }
-        if end {
-            out.write_all(&before).map_err(write)?;
-            done.bytes_out += before.len() as u64;
-            break;
-        }
     }
-    out.flush().map_err(write)?;
+    w.write_batch().map_err(RecompressError::Write)?;
+    for (block, error) in w.bad.drain(..) {
+        reader.report_bad_block(&block, error);
+    }
+    w.out.flush().map_err(RecompressError::Write)?;
+    let mut done = w.done;
     done.report = reader.into_report();
     // The report counts what it read up to the end record, not what follows it.
     let trailing = done.report.damage.iter().map(|d| match d {
@@ -131,6 +121,69 @@ pub fn recompress(
     });
     done.bytes_in = done.report.bytes + trailing.sum::<u64>();
     Ok(done)
+}
+
+/// The new log as it is written: the blocks read but not yet written (a batch, compressed
+/// at once), and `out`. Bytes written to it that are not a block (the header, damage,
+/// blocks of unknown kinds, the end) go to `out` after the batch before them.
+struct Output<W> {
+    out: W,
+    workers: Vec<Worker>,
+    batch: Vec<Piece>,
+    /// The batch's blocks as stored, and as they will be (raw).
+    batch_bytes: usize,
+    /// Blocks of written batches whose payload does not decompress, not yet reported.
+    bad: Vec<(Block, BlockError)>,
+    done: Recompressed,
+    /// Why writing to `out` failed, while the reader that wrote to it passes the error on.
+    failed: Option<io::Error>,
+}
+
+impl<W: Write> Output<W> {
+    /// Compresses the batch and writes it.
+    fn write_batch(&mut self) -> io::Result<()> {
+        self.batch_bytes = 0;
+        compress_batch(&mut self.batch, &mut self.workers);
+        for piece in self.batch.drain(..) {
+            self.out.write_all(&piece.bytes)?;
+            self.done.bytes_out += piece.bytes.len() as u64;
+            match piece.error {
+                None => {
+                    self.done.blocks += 1;
+                    self.done.events += u64::from(piece.block.frame.event_count);
+                }
+                Some(error) => {
+                    self.done.copied_blocks += 1;
+                    self.bad.push((piece.block, error));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Write for Output<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let wrote = (|| {
+            self.write_batch()?;
+            self.out.write_all(bytes)
+        })();
+        match wrote {
+            Ok(()) => {
+                self.done.bytes_out += bytes.len() as u64;
+                Ok(bytes.len())
+            }
+            Err(e) => {
+                let said = io::Error::new(e.kind(), e.to_string());
+                self.failed = Some(e);
+                Err(said)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The first minor version whose readers take blocks stored with `method` (SPEC.md §8).
@@ -142,11 +195,8 @@ fn first_minor_with(method: PayloadCompression) -> u16 {
     }
 }
 
-/// An event block of the old log, what came before it there, and what goes in the new one.
+/// An event block of the old log, and what goes in the new one.
 struct Piece {
-    /// The bytes between the previous event block and this one (damage, blocks of unknown
-    /// kinds), copied as they are.
-    before: Vec<u8>,
     block: Block,
     /// The block as it is written: framed again, or as it was when its payload does not
     /// decompress (`error`).

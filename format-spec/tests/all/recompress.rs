@@ -213,6 +213,82 @@ fn what_is_not_a_log_is_refused() {
     assert_eq!(err.to_string(), "disk full");
 }
 
+/// Damage however long goes straight through, not through memory: a corrupt region and
+/// trailing bytes of 32 MiB each are written while they are read, never more than a few
+/// blocks' worth behind the source, and the log reads the same after.
+#[test]
+fn long_damage_streams_through() {
+    use std::cell::Cell;
+    use std::io::{Read, Write};
+    use std::rc::Rc;
+
+    const LONG: u64 = 32 << 20;
+    /// What the source has handed out, what the sink has taken, and the most the sink
+    /// was ever behind.
+    #[derive(Default)]
+    struct Flow {
+        read: Cell<u64>,
+        written: Cell<u64>,
+        most_behind: Cell<u64>,
+    }
+    struct Source<R>(R, Rc<Flow>);
+    impl<R: Read> Read for Source<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.read.set(self.1.read.get() + n as u64);
+            Ok(n)
+        }
+    }
+    /// Keeps what it is given, but at most `SHORT` bytes of a run of one byte (`run`:
+    /// the length of the run the kept bytes end with).
+    struct Sink(Rc<Flow>, Vec<u8>, usize);
+    const SHORT: usize = 64;
+    impl Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let f = &self.0;
+            f.written.set(f.written.get() + bytes.len() as u64);
+            f.most_behind.set(f.most_behind.get().max(f.read.get().saturating_sub(f.written.get())));
+            let mut rest = bytes;
+            while let Some((&b, _)) = rest.split_first() {
+                let same = rest.iter().position(|&x| x != b).unwrap_or(rest.len());
+                let run = if self.1.last() == Some(&b) { self.2 } else { 0 };
+                let keep = same.min(SHORT.saturating_sub(run));
+                self.1.extend_from_slice(&rest[..keep]);
+                self.2 = run + same;
+                rest = &rest[same..];
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let s = sample();
+    let b3 = s.blocks[3].0;
+    let flow = Rc::new(Flow::default());
+    let filler = |byte: u8| std::io::repeat(byte).take(LONG);
+    let src = (&s.bytes[..b3]).chain(filler(0xab)).chain(&s.bytes[b3..]).chain(filler(0xcd));
+    let mut sink = Sink(flow.clone(), Vec::new(), 0);
+    let done = recompress(Source(src, flow.clone()), &mut sink, PayloadCompression::Lz4, 1).unwrap();
+    assert_eq!(flow.read.get(), s.bytes.len() as u64 + 2 * LONG);
+    assert!(flow.most_behind.get() < 4 << 20, "the sink was {} bytes behind", flow.most_behind.get());
+    assert_eq!(done.bytes_in, flow.read.get());
+    assert_eq!(done.bytes_out, flow.written.get());
+    let damage: Vec<_> = done.report.damage.iter().map(|d| (d.offset(), format!("{d:?}"))).collect();
+    assert_eq!(
+        damage.iter().map(|d| d.1.split(' ').next().unwrap()).collect::<Vec<_>>(),
+        ["CorruptRegion", "TrailingBytes"],
+        "{damage:?}"
+    );
+    assert!(matches!(done.report.damage[0], Damage::CorruptRegion { bytes: LONG, .. }), "{damage:?}");
+    assert!(matches!(done.report.damage[1], Damage::TrailingBytes { bytes: LONG, .. }), "{damage:?}");
+    // What was written is what the same damage, but short, gives.
+    let short = [&s.bytes[..b3], &[0xab; SHORT], &s.bytes[b3..], &[0xcd; SHORT]].concat();
+    let (written, _) = recompressed(&short, PayloadCompression::Lz4, 1);
+    assert!(sink.1 == written, "the same log, but for the length of the damage");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
