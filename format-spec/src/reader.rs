@@ -50,6 +50,31 @@ impl Block {
         }
         Ok(DecodedBlock { offset: self.offset, frame: self.frame, events })
     }
+
+    /// Verifies, decompresses and decodes the block's events into `out`, each with the
+    /// length of its record in the payload (what `info` sums by record kind): the events
+    /// and positions of [`decode_events`] over [`unpack_payload_into`]'s payload, with the
+    /// same errors, but a columns block is read straight from its columns, never joined
+    /// into its payload (unless it is damaged: then it goes that way, for the error).
+    /// Unknown records come as `Event::Unknown`. `buf` keeps its memory from one block to
+    /// the next. On an error `out` holds the events before it.
+    pub fn decode_with_lengths(&self, buf: &mut Vec<u8>, out: &mut Vec<(Event, u32)>) -> Result<(), BlockError> {
+        let (frame, stored) = (&self.frame, &self.stored[..]);
+        let mark = out.len();
+        if decode_stored_columns(frame, stored, buf, |blob, raw_len| {
+            // An event takes at least one byte of payload: a corrupt count reserves no more.
+            out.reserve((frame.event_count as usize).min(raw_len));
+            decode_columns_sized(blob, raw_len, out)
+        })
+        .is_ok()
+        {
+            return Ok(());
+        }
+        out.truncate(mark);
+        let payload = unpack_payload_into(frame, stored, buf)?;
+        out.reserve((frame.event_count as usize).min(payload.len()));
+        decode_payload_sized(payload, out)
+    }
 }
 
 /// Something of the file that could not be read.

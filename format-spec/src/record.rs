@@ -13,7 +13,8 @@
 //! it hands out differs.
 
 use crate::block::{
-    decode_payload, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Compression, Output,
+    decode_columns, decode_payload, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Compression,
+    Output,
 };
 use crate::event::*;
 
@@ -263,7 +264,7 @@ pub fn unpack_records(
 ) -> Result<(), BlockError> {
     if matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns) {
         let mark = out.mark();
-        if decode_stored_columns(frame, stored, buf, out).is_ok() {
+        if records_from_columns(frame, stored, buf, out).is_ok() {
             return Ok(());
         }
         out.rewind(mark);
@@ -274,9 +275,19 @@ pub fn unpack_records(
     decode_records(payload, out)
 }
 
+/// A columns block's records, read from its columns (`decode_stored_columns`).
+fn records_from_columns(frame: &BlockFrame, stored: &[u8], buf: &mut Vec<u8>, out: &mut Records) -> Result<(), ()> {
+    decode_stored_columns(frame, stored, buf, |blob, raw_len| {
+        // A record takes at least one byte of payload: a corrupt count reserves no more.
+        out.reserve((frame.event_count as usize).min(raw_len));
+        decode_columns(blob, raw_len, out)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::block::decode_columns_sized;
 
     #[test]
     fn a_record_is_32_bytes() {
@@ -348,7 +359,7 @@ mod tests {
         }
         events.iter().for_each(|e| enc.push(e));
         let mut expected = Records::default();
-        events.into_iter().for_each(|e| expected.push(e));
+        events.iter().for_each(|e| expected.push(e.clone()));
         for method in [PayloadCompression::Lz4Columns, PayloadCompression::ZstdColumns { level: 1 }] {
             let mut bytes = Vec::new();
             enc.clone().finish_compressed(1, &mut PayloadCompressor::new(method), &mut bytes);
@@ -356,11 +367,23 @@ mod tests {
             assert!(matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns));
             let stored = &bytes[FRAME_LEN..];
             let mut got = Records::default();
-            assert_eq!(decode_stored_columns(&frame, stored, &mut Vec::new(), &mut got), Ok(()), "{method}");
+            assert_eq!(records_from_columns(&frame, stored, &mut Vec::new(), &mut got), Ok(()), "{method}");
             assert_eq!((&got.records, &got.events), (&expected.records, &expected.events));
+            // Events with their lengths (`Block::decode_with_lengths`) too.
+            let with_lengths = |frame: &BlockFrame, out: &mut Vec<(Event, u32)>| {
+                decode_stored_columns(frame, stored, &mut Vec::new(), |blob, raw_len| {
+                    decode_columns_sized(blob, raw_len, out)
+                })
+            };
+            let mut sized = Vec::new();
+            assert_eq!(with_lengths(&frame, &mut sized), Ok(()), "{method}");
+            assert_eq!(sized.len(), events.len());
+            assert!(sized.iter().zip(&events).all(|((got, _), e)| got == e));
+            assert_eq!(sized.iter().map(|(_, n)| *n).sum::<u32>(), frame.raw_len);
             for off_by in [frame.raw_len - 1, frame.raw_len + 1] {
                 let frame = BlockFrame { raw_len: off_by, ..frame };
-                assert_eq!(decode_stored_columns(&frame, stored, &mut Vec::new(), &mut Records::default()), Err(()));
+                assert_eq!(records_from_columns(&frame, stored, &mut Vec::new(), &mut Records::default()), Err(()));
+                assert_eq!(with_lengths(&frame, &mut Vec::new()), Err(()));
             }
         }
     }

@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use memreplay_format::{
-    block::{decode_events, unpack_payload_into},
     context_flags, header_flags, Block, BlockError, Compression, Damage, Event, FileHeader, FormatError, LogReader,
     ReadReport, HEAP_DOMAIN,
 };
@@ -347,8 +346,9 @@ impl Info {
             }
             Ok(batch)
         };
-        // Each block's events, in buffers kept from batch to batch.
-        let mut events: Vec<Vec<Event>> = Vec::new();
+        // Each block's events with their records' lengths, in buffers kept from batch to
+        // batch.
+        let mut events: Vec<Vec<(Event, u32)>> = Vec::new();
         let mut next = read_batch(&mut reader)?;
         while !next.is_empty() {
             let batch = next;
@@ -362,20 +362,15 @@ impl Info {
                         .zip(events.par_iter_mut())
                         .map_init(Vec::new, |buf, (block, out)| {
                             out.clear();
-                            let raw = unpack_payload_into(&block.frame, &block.stored, buf)?;
+                            // A columns block is read from its columns, not joined first.
+                            block.decode_with_lengths(buf, out)?;
                             // The records' sizes by kind, summed here, on the decoding
                             // threads.
                             let mut bytes = [(0u64, 0u64); RECORD_KINDS.len()];
-                            let mut decoder = decode_events(raw);
-                            let mut at = 0;
-                            while let Some(event) = decoder.next() {
-                                let event = event?;
-                                let end = decoder.position();
-                                let kind = &mut bytes[record_kind(&event)];
+                            for (event, len) in out.iter() {
+                                let kind = &mut bytes[record_kind(event)];
                                 kind.0 += 1;
-                                kind.1 += (end - at) as u64;
-                                at = end;
-                                out.push(event);
+                                kind.1 += u64::from(*len);
                             }
                             Ok(bytes)
                         })
@@ -399,7 +394,7 @@ impl Info {
                             sum.0 += count;
                             sum.1 += n;
                         }
-                        counter.block(block.frame.thread, out.drain(..));
+                        counter.block(block.frame.thread, out.drain(..).map(|(event, _)| event));
                     }
                     Err(e) => reader.report_bad_block(block, e),
                 }

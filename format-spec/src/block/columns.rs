@@ -465,6 +465,11 @@ impl<'a> Fields<'a> for ColumnFields<'a> {
         // Not the payload's offset, which the caller learns by joining.
         self.cols[Tags as usize].position()
     }
+    fn payload_position(&self) -> usize {
+        // Every field keeps its bytes in its column but the addresses (counted as read).
+        let kept = self.cols.iter().enumerate().filter(|&(i, _)| i != AllocAddrs as usize && i != FreeAddrs as usize);
+        kept.map(|(_, c)| c.position()).sum::<usize>() + self.addr_bytes
+    }
     #[inline(always)]
     fn tag(&mut self) -> Result<u8, CursorError> {
         self.col(Tags).u8()

@@ -14,6 +14,9 @@ pub(super) trait Fields<'a> {
     fn is_empty(&self) -> bool;
     /// Where the next record starts (in the payload: its offset, for errors).
     fn position(&self) -> usize;
+    /// Bytes of the payload read so far, which a columns block's columns would join into:
+    /// the difference before and after a record is its length in the payload.
+    fn payload_position(&self) -> usize;
     fn tag(&mut self) -> Result<u8, CursorError>;
     /// A `seq` field (zig-zag delta).
     fn seq_delta(&mut self) -> Result<i64, CursorError>;
@@ -40,6 +43,10 @@ impl<'a> Fields<'a> for Cursor<'a> {
     }
     #[inline(always)]
     fn position(&self) -> usize {
+        Cursor::position(self)
+    }
+    #[inline(always)]
+    fn payload_position(&self) -> usize {
         Cursor::position(self)
     }
     #[inline(always)]

@@ -17,8 +17,8 @@ mod compress;
 mod fields;
 mod recent;
 
+pub(crate) use codec::{decode_columns, decode_columns_sized, decode_payload, decode_payload_sized, Output};
 pub use codec::{decode_events, frame_payload, EventDecoder, EventEncoder};
-pub(crate) use codec::{decode_payload, Output};
 pub use compress::{PayloadCompression, PayloadCompressor, COMPRESSION_VALUES, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
 use crate::event::*;
@@ -374,16 +374,17 @@ fn check_stored(frame: &BlockFrame, stored: &[u8]) -> Result<(), BlockError> {
     Ok(())
 }
 
-/// Decodes a columns block (methods 3 and 4) into `out` from its columns, without joining
-/// them into its payload first: joining cost a reader as much as decoding (RESULTS §41).
-/// `Err(())` for any other method, and wherever [`unpack_payload_into`] or decoding its
-/// payload would fail: the caller then goes that way, which says what failed and where.
+/// Decodes a columns block (methods 3 and 4) from its columns, with `decode` (the columns,
+/// the claimed payload length), without joining them into its payload first: joining
+/// cost a reader as much as decoding (RESULTS §41). `Err(())` for any other method, and
+/// wherever [`unpack_payload_into`] or decoding its payload would fail (`decode` says so
+/// for the decoding): the caller then goes that way, which says what failed and where.
 /// `buf` receives the columns.
 pub(crate) fn decode_stored_columns(
     frame: &BlockFrame,
     stored: &[u8],
     buf: &mut Vec<u8>,
-    out: &mut impl Output,
+    decode: impl FnOnce(&[u8], usize) -> Result<(), ()>,
 ) -> Result<(), ()> {
     let inner = match frame.compression {
         Compression::Lz4Columns => Compression::Lz4,
@@ -393,9 +394,7 @@ pub(crate) fn decode_stored_columns(
     check_stored(frame, stored).map_err(|_| ())?;
     let raw_len = frame.raw_len as usize;
     let blob = compress::decompress_columns(inner, stored, raw_len, buf).map_err(|_| ())?;
-    // A record takes at least one byte of payload: a corrupt count reserves no more.
-    out.reserve((frame.event_count as usize).min(raw_len));
-    codec::decode_columns(blob, raw_len, out)
+    decode(blob, raw_len)
 }
 
 #[cfg(test)]

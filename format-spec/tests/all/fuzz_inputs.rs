@@ -5,13 +5,41 @@
 
 use std::path::Path;
 
-use memreplay_format::{merge_by_seq, BlockError, Damage, Log, LogReader};
+use memreplay_format::block::{decode_events, unpack_payload_into, BlockFrame};
+use memreplay_format::{
+    decode_records, merge_by_seq, unpack_records, Block, BlockError, Damage, Log, LogReader, Records,
+};
 
 fn read_like_the_fuzzer(data: &[u8]) -> Option<Log> {
     if let Ok(mut reader) = LogReader::new(data) {
-        let mut buf = Vec::new();
+        let (mut buf, mut one, mut two) = (Vec::new(), Records::default(), Records::default());
         while let Ok(Some(block)) = reader.next_block() {
             let _ = block.decode_with(&mut buf);
+            // Under a matching checksum, so that a changed payload reaches the decoders.
+            let block =
+                Block { frame: BlockFrame { payload_crc: crc32fast::hash(&block.stored), ..block.frame }, ..block };
+            let (frame, stored) = (&block.frame, &block.stored[..]);
+            one.clear();
+            two.clear();
+            let direct = unpack_records(frame, stored, &mut buf, &mut one);
+            let two_steps = unpack_payload_into(frame, stored, &mut buf).and_then(|p| decode_records(p, &mut two));
+            assert_eq!(direct, two_steps);
+            assert_eq!(one.records, two.records);
+            assert_eq!(one.events, two.events);
+            // Events with their records' lengths (`info`), both ways.
+            let mut sized = Vec::new();
+            let direct = block.decode_with_lengths(&mut buf, &mut sized);
+            let mut events = Vec::new();
+            let two_steps = unpack_payload_into(frame, stored, &mut buf).and_then(|p| {
+                let (mut decoder, mut at) = (decode_events(p), 0);
+                while let Some(event) = decoder.next() {
+                    events.push((event?, (decoder.position() - at) as u32));
+                    at = decoder.position();
+                }
+                Ok(())
+            });
+            assert_eq!(direct, two_steps);
+            assert_eq!(sized, events);
         }
         let _ = reader.into_report();
     }
