@@ -2,8 +2,9 @@
 //! fuzzer reaches the replay and the reports instead of stopping at a checksum. The events
 //! make as little sense as bytes can make them: sequence numbers repeat and run backwards,
 //! frees and pops come without allocations and pushes, sizes and times reach `u64::MAX`,
-//! ids name nothing, contexts nest deep. The log is replayed and every report on the
-//! replay state is built; nothing may panic.
+//! ids name nothing, contexts nest deep. The blocks are stored with a method the input
+//! chooses (so the analyzer's decoder of field columns sees the same events). The log is
+//! replayed and every report on the replay state is built; nothing may panic.
 
 #![no_main]
 
@@ -12,7 +13,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use memreplay_format::{
-    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, ResourceDesc, ResourceKind,
+    header_flags, DomainKind, Event, EventEncoder, FileHeader, LogWriter, LossReason, PayloadCompression, ResourceDesc,
+    ResourceKind,
 };
 use memreplay_report::{self as report, build_efficiency, build_instances, build_leaks, build_summary, build_tree};
 use memreplay_report::{Progress, ReportOptions};
@@ -163,7 +165,14 @@ fn log_path() -> &'static PathBuf {
 fuzz_target!(|data: &[u8]| {
     let mut c = Choices(data);
     let path = log_path();
-    let mut w = LogWriter::new(std::fs::File::create(path).unwrap(), &header()).unwrap();
+    // Every way a block may be stored: the analyzer reads columns straight from them.
+    let method = [
+        PayloadCompression::Lz4,
+        PayloadCompression::Zstd { level: 1 },
+        PayloadCompression::Lz4Columns,
+        PayloadCompression::ZstdColumns { level: 1 },
+    ][(c.u8() % 4) as usize];
+    let mut w = LogWriter::compressed_with(std::fs::File::create(path).unwrap(), &header(), method).unwrap();
     for _ in 0..1 + c.u8() % 8 {
         let thread = (c.u8() % 4) as u32;
         let mut enc = EventEncoder::new();
