@@ -114,6 +114,9 @@ pub fn recompress(
     w.out.flush().map_err(RecompressError::Write)?;
     let mut done = w.done;
     done.report = reader.into_report();
+    // In file order, as a reader of the file finds it: a batch's bad blocks are reported
+    // when it is written, which may be after the damage that follows them.
+    done.report.damage.sort_by_key(Damage::offset);
     // The report counts what it read up to the end record, not what follows it.
     let trailing = done.report.damage.iter().map(|d| match d {
         Damage::TrailingBytes { bytes, .. } => *bytes,

@@ -168,6 +168,12 @@ fn damage_comes_through_as_it_was() {
         ("trailing", [&s.bytes[..], &[7; 50][..]].concat()),
         ("no end", s.bytes[..s.end_at].to_vec()),
         ("cut in a frame", s.bytes[..b3 + 20].to_vec()),
+        ("bad payload, then garbage to the end", {
+            let mut b = s.bytes[..s.end_at].to_vec();
+            b[s.blocks[1].1 - 1] ^= 0x40;
+            b.extend_from_slice(&[0xab; 333]);
+            b
+        }),
         ("cut in a payload", s.bytes[..b3 + FRAME_LEN + 30].to_vec()),
         ("bad frame", {
             let mut b = s.bytes.clone();
