@@ -88,11 +88,7 @@ pub fn recompress(
     let mut w = Output { out, workers, batch: Vec::new(), batch_bytes: 0, bad: Vec::new(), done, failed: None };
     w.write_all(&header).map_err(RecompressError::Write)?;
     loop {
-        let block = reader.next_block_or_write(&mut w);
-        for (block, error) in w.bad.drain(..) {
-            reader.report_bad_block(&block, error);
-        }
-        let block = block.map_err(|e| match w.failed.take() {
+        let block = reader.next_block_or_write(&mut w).map_err(|e| match w.failed.take() {
             // `w` failed: the new log cannot be written.
             Some(e) => RecompressError::Write(e),
             None => RecompressError::Read(FormatError::Io(e)),
@@ -102,15 +98,13 @@ pub fn recompress(
         w.batch.push(Piece { block, bytes: Vec::new(), error: None });
         if w.batch.len() == BATCH_PER_WORKER * w.workers.len() || w.batch_bytes >= BATCH_BYTES {
             w.write_batch().map_err(RecompressError::Write)?;
-            for (block, error) in w.bad.drain(..) {
-                reader.report_bad_block(&block, error);
-            }
         }
+        // The bad blocks of the batches written (here, or by the reader before the bytes
+        // between blocks), into the report, which keeps no payload.
+        w.bad.drain(..).for_each(|(block, error)| reader.report_bad_block(&block, error));
     }
     w.write_batch().map_err(RecompressError::Write)?;
-    for (block, error) in w.bad.drain(..) {
-        reader.report_bad_block(&block, error);
-    }
+    w.bad.drain(..).for_each(|(block, error)| reader.report_bad_block(&block, error));
     w.out.flush().map_err(RecompressError::Write)?;
     let mut done = w.done;
     done.report = reader.into_report();
@@ -184,6 +178,7 @@ impl<W: Write> Write for Output<W> {
         }
     }
 
+    /// Nothing: `recompress` flushes `out` once, at the end.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
