@@ -64,7 +64,7 @@ impl Block {
         if decode_stored_columns(frame, stored, buf, |blob, raw_len| {
             // An event takes at least one byte of payload: a corrupt count reserves no more.
             out.reserve((frame.event_count as usize).min(raw_len));
-            decode_columns_sized(blob, raw_len, out)
+            decode_columns_with_lengths(blob, raw_len, out)
         })
         .is_ok()
         {
@@ -73,7 +73,7 @@ impl Block {
         out.truncate(mark);
         let payload = unpack_payload_into(frame, stored, buf)?;
         out.reserve((frame.event_count as usize).min(payload.len()));
-        decode_payload_sized(payload, out)
+        decode_payload_with_lengths(payload, out)
     }
 }
 

@@ -287,7 +287,7 @@ fn records_from_columns(frame: &BlockFrame, stored: &[u8], buf: &mut Vec<u8>, ou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block::decode_columns_sized;
+    use crate::block::decode_columns_with_lengths;
 
     #[test]
     fn a_record_is_32_bytes() {
@@ -372,7 +372,7 @@ mod tests {
             // Events with their lengths (`Block::decode_with_lengths`) too.
             let with_lengths = |frame: &BlockFrame, out: &mut Vec<(Event, u32)>| {
                 decode_stored_columns(frame, stored, &mut Vec::new(), |blob, raw_len| {
-                    decode_columns_sized(blob, raw_len, out)
+                    decode_columns_with_lengths(blob, raw_len, out)
                 })
             };
             let mut sized = Vec::new();

@@ -510,20 +510,23 @@ pub(crate) fn decode_columns(blob: &[u8], raw_len: usize, out: &mut impl Output)
 /// Decodes a payload's events into `out`, each with the length of its record in the
 /// payload: [`decode_events`] and its positions, in one call. On an error, `out` holds
 /// the events before it.
-pub(crate) fn decode_payload_sized(payload: &[u8], out: &mut Vec<(Event, u32)>) -> Result<(), BlockError> {
-    decode_with_lengths(&mut Decoder::new(Cursor::new(payload)), out)
+pub(crate) fn decode_payload_with_lengths(payload: &[u8], out: &mut Vec<(Event, u32)>) -> Result<(), BlockError> {
+    decode_all_with_lengths(&mut Decoder::new(Cursor::new(payload)), out)
 }
 
-/// [`decode_payload_sized`] of the payload that a columns block's columns (`blob`) join
+/// [`decode_payload_with_lengths`] of the payload that a columns block's columns (`blob`) join
 /// into, read from the columns; `Err` as [`decode_columns`].
-pub(crate) fn decode_columns_sized(blob: &[u8], raw_len: usize, out: &mut Vec<(Event, u32)>) -> Result<(), ()> {
+pub(crate) fn decode_columns_with_lengths(blob: &[u8], raw_len: usize, out: &mut Vec<(Event, u32)>) -> Result<(), ()> {
     let mut d = Decoder::new(ColumnFields::new(blob).map_err(|_| ())?);
-    decode_with_lengths(&mut d, out).map_err(|_| ())?;
+    decode_all_with_lengths(&mut d, out).map_err(|_| ())?;
     (d.f.joined_len() == Some(raw_len)).then_some(()).ok_or(())
 }
 
 /// Every record of `d` into `out`, as [`EventDecoder`] yields them, with its length.
-fn decode_with_lengths<'a, F: Fields<'a>>(d: &mut Decoder<F>, out: &mut Vec<(Event, u32)>) -> Result<(), BlockError> {
+fn decode_all_with_lengths<'a, F: Fields<'a>>(
+    d: &mut Decoder<F>,
+    out: &mut Vec<(Event, u32)>,
+) -> Result<(), BlockError> {
     while !d.f.is_empty() {
         let (offset, at) = (d.f.position(), d.f.payload_position());
         let mut event = None;

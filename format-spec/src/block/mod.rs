@@ -17,7 +17,9 @@ mod compress;
 mod fields;
 mod recent;
 
-pub(crate) use codec::{decode_columns, decode_columns_sized, decode_payload, decode_payload_sized, Output};
+pub(crate) use codec::{
+    decode_columns, decode_columns_with_lengths, decode_payload, decode_payload_with_lengths, Output,
+};
 pub use codec::{decode_events, frame_payload, EventDecoder, EventEncoder};
 pub use compress::{PayloadCompression, PayloadCompressor, COMPRESSION_VALUES, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
