@@ -10,7 +10,7 @@
 //! callstacks, and with free callstacks too; the first two also with zstd blocks
 //! (`_zstd`, `compression=zstd`: level 1) instead of LZ4, and with the blocks' fields in
 //! columns before either (`_lz4_columns`, `_zstd_columns`: `compression=lz4-columns`,
-//! `zstd-columns`; format 1.5). Then a saturation run: a tight loop of
+//! `zstd-columns`; format 1.6). Then a saturation run: a tight loop of
 //! 64-byte pairs as fast as possible (4 M events), where the writer is the bottleneck.
 //! Then 400 threads, started one after another (`threads_*`) or four at a time
 //! (`threads4_*`), each making 20 000 pairs (16 M events): the recorder's memory must not
@@ -176,7 +176,7 @@ fn stacks16_zstd(c: Config) -> Config {
 fn nostack_zstd(c: Config) -> Config {
     nostack(c).compression(PayloadCompression::Zstd { level: 1 })
 }
-/// The same with the blocks' fields in columns, then LZ4 or zstd (format 1.5).
+/// The same with the blocks' fields in columns, then LZ4 or zstd (format 1.6).
 fn stacks16_lz4_columns(c: Config) -> Config {
     stacks16(c).compression(PayloadCompression::Lz4Columns)
 }

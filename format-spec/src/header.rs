@@ -9,7 +9,7 @@ pub const MAGIC: [u8; 8] = [0x89, b'M', b'R', b'L', b'\r', b'\n', 0x1a, b'\n'];
 /// The major version this crate writes and reads. A reader refuses other majors.
 pub const VERSION_MAJOR: u16 = 1;
 /// The minor version this crate writes. Readers accept any minor of their major.
-pub const VERSION_MINOR: u16 = 5;
+pub const VERSION_MINOR: u16 = 6;
 
 /// Bits of [`FileHeader::flags`]: what the recorder was asked to record.
 pub mod header_flags {

@@ -33,7 +33,8 @@ pub struct Recompressed {
     /// The method the blocks were stored with (LZ4 for zstd in a build without zstd).
     pub method: PayloadCompression,
     /// The minor version of the log written: the old log's, or the first that has the
-    /// method (1.4 for zstd, 1.5 for columns) if that is later.
+    /// method (1.4 for zstd, 1.6 for columns, which may hold sizes as deltas) if that is
+    /// later.
     pub version_minor: u16,
     /// What reading the old log found: its damage, now also the new log's.
     pub report: ReadReport,
@@ -189,7 +190,8 @@ fn first_minor_with(method: PayloadCompression) -> u16 {
     match method {
         PayloadCompression::Lz4 => 0,
         PayloadCompression::Zstd { .. } => 4,
-        PayloadCompression::Lz4Columns | PayloadCompression::ZstdColumns { .. } => 5,
+        // Columns may hold sizes as deltas (methods 5 and 6), which 1.6 added.
+        PayloadCompression::Lz4Columns | PayloadCompression::ZstdColumns { .. } => 6,
     }
 }
 

@@ -13,8 +13,7 @@
 //! it hands out differs.
 
 use crate::block::{
-    decode_columns, decode_payload, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Compression,
-    Output,
+    decode_columns, decode_payload, decode_stored_columns, unpack_payload_into, BlockError, BlockFrame, Output,
 };
 use crate::event::*;
 
@@ -262,13 +261,12 @@ pub fn unpack_records(
     buf: &mut Vec<u8>,
     out: &mut Records,
 ) -> Result<(), BlockError> {
-    if matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns) {
-        let mark = out.mark();
-        if records_from_columns(frame, stored, buf, out).is_ok() {
-            return Ok(());
-        }
-        out.rewind(mark);
+    // Any columns method (`decode_stored_columns` says which are, before it reads a byte).
+    let mark = out.mark();
+    if records_from_columns(frame, stored, buf, out).is_ok() {
+        return Ok(());
     }
+    out.rewind(mark);
     let payload = unpack_payload_into(frame, stored, buf)?;
     // A record takes at least one byte of payload: a corrupt count reserves no more.
     out.reserve((frame.event_count as usize).min(payload.len()));
@@ -287,7 +285,7 @@ fn records_from_columns(frame: &BlockFrame, stored: &[u8], buf: &mut Vec<u8>, ou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block::decode_columns_with_lengths;
+    use crate::block::{decode_columns_with_lengths, Compression};
 
     #[test]
     fn a_record_is_32_bytes() {
@@ -321,12 +319,24 @@ mod tests {
         assert_eq!(r.event(&r.records[2]), &Event::Label { seq: 10, name: 3 });
     }
 
-    /// A columns block is read from its columns: `decode_stored_columns` takes it (the
-    /// integration tests only see that `unpack_records` reads what the two steps do,
-    /// which a fall-back to them on every block would too), and refuses one whose claim
-    /// is a byte off, which joining would refuse.
+    /// A columns block is read from its columns, whichever way they hold its sizes:
+    /// `decode_stored_columns` takes it (the integration tests only see that
+    /// `unpack_records` reads what the two steps do, which a fall-back to them on every
+    /// block would too), and refuses one whose claim is a byte off, which joining would
+    /// refuse.
     #[test]
     fn columns_blocks_are_read_from_their_columns() {
+        for (stepping, held) in [
+            (false, [Compression::Lz4Columns, Compression::ZstdColumns]),
+            (true, [Compression::Lz4ColumnsSizeDeltas, Compression::ZstdColumnsSizeDeltas]),
+        ] {
+            columns_block_is_read_from_its_columns(stepping, held);
+        }
+    }
+
+    /// A block of allocations of one size, or of sizes that step up (`stepping`), which
+    /// the methods store as `held` (LZ4 columns, zstd columns), read from its columns.
+    fn columns_block_is_read_from_its_columns(stepping: bool, held: [Compression; 2]) {
         use crate::block::FRAME_LEN;
         use crate::{PayloadCompression, PayloadCompressor};
         let mut enc = crate::EventEncoder::new();
@@ -337,7 +347,7 @@ mod tests {
                 seq: 2 * i,
                 domain: crate::HEAP_DOMAIN,
                 addr,
-                size: 24,
+                size: if stepping { 200 + i } else { 24 },
                 align_log2: 4,
                 stack: 3,
             });
@@ -360,11 +370,19 @@ mod tests {
         events.iter().for_each(|e| enc.push(e));
         let mut expected = Records::default();
         events.iter().for_each(|e| expected.push(e.clone()));
-        for method in [PayloadCompression::Lz4Columns, PayloadCompression::ZstdColumns { level: 1 }] {
+        for (method, held) in
+            [PayloadCompression::Lz4Columns, PayloadCompression::ZstdColumns { level: 1 }].iter().zip(held)
+        {
             let mut bytes = Vec::new();
-            enc.clone().finish_compressed(1, &mut PayloadCompressor::new(method), &mut bytes);
+            enc.clone().finish_compressed(1, &mut PayloadCompressor::new(*method), &mut bytes);
             let frame = BlockFrame::parse(bytes[..FRAME_LEN].try_into().unwrap()).unwrap();
-            assert!(matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns));
+            // Without zstd, a writer asked for it writes LZ4.
+            let lz4 = |c| match c {
+                Compression::ZstdColumns => Compression::Lz4Columns,
+                Compression::ZstdColumnsSizeDeltas => Compression::Lz4ColumnsSizeDeltas,
+                c => c,
+            };
+            assert_eq!(frame.compression, if cfg!(feature = "zstd") { held } else { lz4(held) }, "{method}");
             let stored = &bytes[FRAME_LEN..];
             let mut got = Records::default();
             assert_eq!(records_from_columns(&frame, stored, &mut Vec::new(), &mut got), Ok(()), "{method}");

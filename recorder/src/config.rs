@@ -210,7 +210,7 @@ impl Config {
     /// `unwind=fp|unwinder`, `flush-ms=N`, `buffer-mib=N`, `memory-ms=N` (process memory
     /// sampling interval; 0 = off), `encoders=N` (encoder threads; 0 = one per core),
     /// `compression=lz4|zstd|zstd:LEVEL|lz4-columns|zstd-columns|zstd-columns:LEVEL` (zstd
-    /// alone: level 1; `-columns`: the block's fields in columns first, format 1.5).
+    /// alone: level 1; `-columns`: the block's fields in columns first, format 1.6).
     pub fn from_env() -> Result<Option<Config>, ConfigError> {
         let path = match std::env::var_os("MEMREPLAY_LOG") {
             Some(p) if !p.is_empty() => p,

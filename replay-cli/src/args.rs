@@ -650,7 +650,7 @@ pub struct RecordArgs {
     /// about 8 ns more encoder CPU per event) or `zstd:LEVEL` (1 to 19); `lz4-columns`,
     /// `zstd-columns` or `zstd-columns:LEVEL` gather each block's fields in columns
     /// first (a tenth to a quarter smaller again). A zstd log needs a reader of format
-    /// 1.4 or later, a columns log one of 1.5.
+    /// 1.4 or later, a columns log one of 1.6.
     #[arg(long, value_name = "METHOD", value_parser = compression_option)]
     pub compression: Option<String>,
     /// More recorder options, as in MEMREPLAY_OPTIONS (`key=value,...`), passed through
@@ -708,7 +708,7 @@ pub struct RecompressArgs {
     /// program's log in about 40 % less than LZ4, and read about as fast),
     /// `zstd-columns:LEVEL` (1 to 19), `zstd` or `zstd:LEVEL`, `lz4-columns` or `lz4`
     /// (the recorder's default). A zstd log needs a reader of format 1.4 or later, a
-    /// columns log one of 1.5.
+    /// columns log one of 1.6.
     #[arg(long, value_name = "METHOD", default_value = "zstd-columns", value_parser = compression_option)]
     pub compression: String,
     /// Threads that compress, 1 to 256 (default: one per CPU).

@@ -153,7 +153,8 @@ pub struct LogBytes {
 /// The event blocks stored one way, and their payloads' bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CompressionBytes {
-    /// `lz4`, `zstd`, `lz4-columns`, `zstd-columns` or `none`.
+    /// `lz4`, `zstd`, `lz4-columns`, `zstd-columns`, `lz4-columns-size-deltas`,
+    /// `zstd-columns-size-deltas` or `none`.
     pub method: &'static str,
     /// Event blocks stored this way.
     pub blocks: u64,
@@ -165,11 +166,13 @@ pub struct CompressionBytes {
 
 /// The methods of [`LogBytes::compression`], by the frame's compression byte (SPEC.md
 /// §4.2); a block of any other decodes nowhere, so is never counted.
-const COMPRESSION_METHODS: [(Compression, &str); 5] = [
+const COMPRESSION_METHODS: [(Compression, &str); 7] = [
     (Compression::Lz4, "lz4"),
     (Compression::Zstd, "zstd"),
     (Compression::Lz4Columns, "lz4-columns"),
     (Compression::ZstdColumns, "zstd-columns"),
+    (Compression::Lz4ColumnsSizeDeltas, "lz4-columns-size-deltas"),
+    (Compression::ZstdColumnsSizeDeltas, "zstd-columns-size-deltas"),
     (Compression::None, "none"),
 ];
 
@@ -782,10 +785,14 @@ impl Info {
         let b = &self.bytes;
         let share = |n: u64, of: u64| if of == 0 { 0.0 } else { 100.0 * n as f64 / of as f64 };
         writeln!(o, "\nbytes (of the event blocks decoded)")?;
-        writeln!(o, "  block frames     {:>12}", b.frames)?;
+        // The methods' names, indented under the labels, and the byte counts lined up.
+        let names = b.compression.iter().map(|m| m.method.len()).max().unwrap_or(0).max(14);
+        let labels = names + 2;
+        writeln!(o, "  {:<labels$} {:>12}", "block frames", b.frames)?;
         writeln!(
             o,
-            "  payloads         {:>12} stored, {} raw ({:.1} % of raw after compression)",
+            "  {:<labels$} {:>12} stored, {} raw ({:.1} % of raw after compression)",
+            "payloads",
             b.stored,
             b.raw,
             share(b.stored, b.raw)
@@ -793,7 +800,7 @@ impl Info {
         for m in &b.compression {
             writeln!(
                 o,
-                "    {:<14} {:>12} stored, {} raw ({:.1} %), {}",
+                "    {:<names$} {:>12} stored, {} raw ({:.1} %), {}",
                 m.method,
                 m.stored,
                 m.raw,

@@ -4,7 +4,7 @@
 //! it hands the events to ([`Output`]): [`EventDecoder`] is it over a payload, as an
 //! iterator of events.
 
-use super::columns::ColumnFields;
+use super::columns::{ColumnFields, ColumnsBlob};
 use super::fields::Fields;
 use super::recent::{HeapSide, RecentHeap};
 use super::*;
@@ -501,7 +501,7 @@ pub(crate) fn decode_payload(payload: &[u8], out: &mut impl Output) -> Result<()
 /// `Err` wherever joining the columns into a payload of `raw_len` bytes or decoding that
 /// payload would fail; the caller then takes that way to learn what failed, and where
 /// (an offset in the payload, which only the joined payload has).
-pub(crate) fn decode_columns(blob: &[u8], raw_len: usize, out: &mut impl Output) -> Result<(), ()> {
+pub(crate) fn decode_columns(blob: ColumnsBlob<'_>, raw_len: usize, out: &mut impl Output) -> Result<(), ()> {
     let mut d = Decoder::new(ColumnFields::new(blob).map_err(|_| ())?);
     d.decode_all(out).map_err(|_| ())?;
     (d.f.joined_len() == Some(raw_len)).then_some(()).ok_or(())
@@ -516,7 +516,11 @@ pub(crate) fn decode_payload_with_lengths(payload: &[u8], out: &mut Vec<(Event, 
 
 /// [`decode_payload_with_lengths`] of the payload that a columns block's columns (`blob`) join
 /// into, read from the columns; `Err` as [`decode_columns`].
-pub(crate) fn decode_columns_with_lengths(blob: &[u8], raw_len: usize, out: &mut Vec<(Event, u32)>) -> Result<(), ()> {
+pub(crate) fn decode_columns_with_lengths(
+    blob: ColumnsBlob<'_>,
+    raw_len: usize,
+    out: &mut Vec<(Event, u32)>,
+) -> Result<(), ()> {
     let mut d = Decoder::new(ColumnFields::new(blob).map_err(|_| ())?);
     decode_all_with_lengths(&mut d, out).map_err(|_| ())?;
     (d.f.joined_len() == Some(raw_len)).then_some(()).ok_or(())
@@ -668,7 +672,8 @@ impl<'a, F: Fields<'a>> Decoder<F> {
                     let seq = self.seq()?;
                     let tags = [tag::ALLOC, tag::DOMAIN_ALLOC, tag::ALLOC_REUSE];
                     let (domain, addr) = self.domain_and_addr(t, HeapSide::Alloc, tags)?;
-                    Ok((seq, domain, addr, self.f.size()?, self.f.stack()?, self.f.align()?))
+                    let (size, stack) = self.f.size_and_stack()?;
+                    Ok((seq, domain, addr, size, stack, self.f.align()?))
                 })()
                 .map_err(|e| ("alloc", e))?;
                 out.alloc(seq, domain, addr, size, align_log2, stack);
@@ -691,7 +696,8 @@ impl<'a, F: Fields<'a>> Decoder<F> {
                     let new_addr = self.addr(HeapSide::Alloc)?;
                     self.recent.freed(old_addr);
                     self.recent.allocated(new_addr);
-                    Ok((free_seq, seq, old_addr, new_addr, self.f.size()?, self.f.stack()?, self.f.align()?))
+                    let (new_size, stack) = self.f.size_and_stack()?;
+                    Ok((free_seq, seq, old_addr, new_addr, new_size, stack, self.f.align()?))
                 })()
                 .map_err(|e| ("realloc", e))?;
                 out.realloc(free_seq, seq, old_addr, new_addr, new_size, align_log2, stack);

@@ -1,16 +1,20 @@
-//! Field columns (SPEC.md §4.2, methods 3 and 4, format 1.5): a block's payload with each
-//! kind of field gathered in a column of its own before the entropy stage, so that the
-//! entropy coder sees runs of alike values (tags with tags, addresses with addresses)
-//! instead of records whose fields differ byte by byte. On a real program's log and on a
-//! random churn's this stores a tenth to a quarter less than the same entropy stage over
-//! the payload as it is (benches/RESULTS.md §38).
+//! Field columns (SPEC.md §4.2, methods 3 to 6, formats 1.5 and 1.6): a block's payload
+//! with each kind of field gathered in a column of its own before the entropy stage, so
+//! that the entropy coder sees runs of alike values (tags with tags, addresses with
+//! addresses) instead of records whose fields differ byte by byte. On a real program's
+//! log and on a random churn's this stores a tenth to a quarter less than the same
+//! entropy stage over the payload as it is (benches/RESULTS.md §38).
 //!
 //! Every field keeps its bytes but the address deltas, whose low four bits, zero for
-//! every 16-byte-aligned block, are dropped where they are zero (`address_column`). The
-//! payload's records say which column each field is in: the tags column is read first,
-//! and each tag names its fields (§6.2, §6.3). [`join`] gives back the payload byte for
-//! byte; [`split`] takes only payloads whose address deltas are shortest varints, as
-//! writers write them, and a writer stores any other with the entropy stage alone.
+//! every 16-byte-aligned block, are dropped where they are zero (`address_column`), and,
+//! in a block whose sizes are held as deltas (methods 5 and 6, format 1.6), the sizes of
+//! allocations: each is held as its difference from the last size of the same callstack
+//! (`SizeColumn::StackDeltas`), so a site whose sizes repeat or step by a little gives
+//! runs of small values. The payload's records say which column each field is in: the
+//! tags column is read first, and each tag names its fields (§6.2, §6.3). [`join`] gives
+//! back the payload byte for byte; [`split`] takes only payloads whose address deltas are
+//! shortest varints, as writers write them, and a writer stores any other with the
+//! entropy stage alone.
 
 use super::fields::Fields;
 use super::recent::HeapSide;
@@ -91,13 +95,17 @@ const fn is_sized(tag: u8) -> bool {
 
 /// A tag's fields for `split`, as codes: the column in the low three bits (`COLS` is 8,
 /// so a masked code indexes the columns without a bounds check), `BYTE` for a `u8` field,
-/// `ADDRESS` for an address delta; `END` after the last. A sized record's tag has `SIZED`
-/// alone, an invalid one `INVALID`.
+/// `ADDRESS` for an address delta, `STACK_FOLLOWS` for a size that its record's `stack`
+/// follows (an allocation's); `END` (the tags column, which holds no field) after the
+/// last. A sized record's tag has `SIZED` alone, an invalid one `INVALID`.
+const END: u8 = Tags as u8;
 const BYTE: u8 = 0x08;
 const ADDRESS: u8 = 0x10;
-const END: u8 = 0x20;
+const STACK_FOLLOWS: u8 = 0x20;
 const SIZED: u8 = 0x40;
 const INVALID: u8 = 0x80;
+/// The code of a size that its record's stack follows.
+const SIZE_THEN_STACK: u8 = Sizes as u8 | STACK_FOLLOWS;
 
 /// [`compact_fields`] as codes, by tag: one table look-up a record, no match.
 static FIELD_CODES: [[u8; 8]; 256] = {
@@ -112,6 +120,7 @@ static FIELD_CODES: [[u8; 8]; 256] = {
             while i < fields.len() {
                 table[tag][i] = match fields[i] {
                     Varint(col @ (AllocAddrs | FreeAddrs)) => col as u8 | ADDRESS,
+                    Varint(Sizes) if i + 1 < fields.len() && matches!(fields[i + 1], Varint(Stacks)) => SIZE_THEN_STACK,
                     Varint(col) => col as u8,
                     Byte(col) => col as u8 | BYTE,
                 };
@@ -146,6 +155,77 @@ fn address_field(c: u64) -> u64 {
         zigzag(unzigzag(c >> 1).wrapping_mul(16))
     } else {
         c >> 1
+    }
+}
+
+/// How a columns block holds the sizes that a `stack` follows: those of `ALLOC`,
+/// `ALLOC_REUSE`, `DOMAIN_ALLOC`, and a `REALLOC`'s `new_size` (SPEC.md §4.2). Every other
+/// size (`USAGE`'s `used`) is held as the payload holds it either way.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum SizeColumn {
+    /// As the payload holds them (methods 3 and 4).
+    AsTheyAre,
+    /// Each as its difference from the last such size of the same callstack slot (a
+    /// zig-zag `uvarint`; methods 5 and 6, format 1.6).
+    StackDeltas,
+}
+
+/// A columns block's columns, decompressed: the bytes [`split`] wrote, and how they hold
+/// the sizes (by the block's method).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ColumnsBlob<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) sizes: SizeColumn,
+}
+
+/// Slots of the table of last sizes: a callstack id's slot is the id modulo this.
+/// Callstack ids are given out in order, so the callstacks of a block seldom share one.
+const SIZE_SLOTS: usize = 1024;
+
+/// The last size of each callstack slot: zero at the start of a block (SPEC.md §4.2).
+struct LastSizes(Box<[u64; SIZE_SLOTS]>);
+
+impl LastSizes {
+    fn new() -> Self {
+        LastSizes(Box::new([0; SIZE_SLOTS]))
+    }
+
+    fn clear(&mut self) {
+        self.0.fill(0);
+    }
+
+    #[inline(always)]
+    fn slot(&mut self, stack: u64) -> &mut u64 {
+        &mut self.0[(stack % SIZE_SLOTS as u64) as usize]
+    }
+
+    /// The held form of `size`, the size of an allocation with callstack `stack`, which
+    /// becomes its slot's last size.
+    #[inline(always)]
+    fn held(&mut self, stack: u64, size: u64) -> u64 {
+        let last = self.slot(stack);
+        let held = zigzag(size.wrapping_sub(*last) as i64);
+        *last = size;
+        held
+    }
+
+    /// The inverse of [`held`](Self::held): the size that `held` stands for.
+    #[inline(always)]
+    fn size(&mut self, stack: u64, held: u64) -> u64 {
+        let last = self.slot(stack);
+        *last = last.wrapping_add(unzigzag(held) as u64);
+        *last
+    }
+}
+
+/// Whether a writer holds a block's sizes as deltas: where they take at most three
+/// quarters of the bytes the sizes do (so a block of unrelated sizes, whose deltas are a
+/// bit longer and compress worse, keeps them as they are; benches/RESULTS.md §44).
+fn writer_choice(as_they_are: usize, stack_deltas: usize) -> SizeColumn {
+    if as_they_are > 0 && stack_deltas * 4 <= as_they_are * 3 {
+        SizeColumn::StackDeltas
+    } else {
+        SizeColumn::AsTheyAre
     }
 }
 
@@ -224,16 +304,42 @@ impl ColumnBuf {
 }
 
 /// The column buffers of a writer, kept from block to block.
-pub(super) type Columns = [ColumnBuf; COLS];
+pub(super) struct Columns {
+    cols: [ColumnBuf; COLS],
+    /// The sizes column as `SizeColumn::StackDeltas` holds it, made beside the other.
+    size_deltas: ColumnBuf,
+    last: LastSizes,
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns { cols: Default::default(), size_deltas: ColumnBuf::default(), last: LastSizes::new() }
+    }
+}
 
 /// Splits `payload` into its columns and appends them to `out`, their lengths first (all
-/// but the last's, as `uvarint`s); `None` if the payload is not a sequence of well-formed
-/// records with shortest address deltas (writers only split what they encoded, which is).
+/// but the last's, as `uvarint`s), and says how it holds the sizes (the smaller way, by
+/// `writer_choice`); `None` if the payload is not a sequence of well-formed records with
+/// shortest address deltas (writers only split what they encoded, which is).
 ///
 /// Fast because it decodes nothing but tags and varint lengths: a field is one 8-byte load
 /// from the payload, its length from the first byte without a continuation bit, and one
 /// 8-byte store into its column (the bytes past its length are overwritten by the next).
-pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, cols: &mut Columns) -> Option<()> {
+/// The sizes as deltas are a second pass over the columns (`size_deltas_of`), which stops
+/// early in a block whose first sizes gain nothing by them.
+pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, columns: &mut Columns) -> Option<SizeColumn> {
+    split_with(payload, out, columns, writer_choice)
+}
+
+/// [`split`], holding the sizes as `choose` (their bytes as they are, and as deltas) says
+/// where both ways are open (the deltas need sizes that are shortest varints).
+fn split_with(
+    payload: &[u8],
+    out: &mut Vec<u8>,
+    columns: &mut Columns,
+    choose: fn(usize, usize) -> SizeColumn,
+) -> Option<SizeColumn> {
+    let Columns { cols, size_deltas, last } = columns;
     for c in cols.iter_mut() {
         c.len = 0;
     }
@@ -296,13 +402,78 @@ pub(super) fn split(payload: &[u8], out: &mut Vec<u8>, cols: &mut Columns) -> Op
             pos += n;
         }
     }
-    for col in &cols[..COLS - 1] {
-        put_u64(out, col.len as u64);
+    let sizes = size_deltas_of(cols, size_deltas, last, choose);
+    let held = |i: usize| match (i, sizes) {
+        (i, SizeColumn::StackDeltas) if i == Sizes as usize => &*size_deltas,
+        (i, _) => &cols[i],
+    };
+    for i in 0..COLS - 1 {
+        put_u64(out, held(i).len as u64);
     }
-    for col in cols.iter() {
+    for i in 0..COLS {
+        let col = held(i);
         out.extend_from_slice(&col.buf[..col.len]);
     }
-    Some(())
+    Some(sizes)
+}
+
+/// How many of a block's first sizes that a stack follows `size_deltas_of` holds as
+/// deltas before it looks whether they are any shorter: a block of unrelated sizes costs
+/// the writer no more than this (the recorder's blocks hold some 4,000 allocations).
+const SIZES_SAMPLED: usize = 64;
+
+/// The sizes column of `cols` (a payload's columns) with the sizes that a stack follows as
+/// deltas (`SizeColumn::StackDeltas`), into `out`, and the way `choose` picks (the sizes'
+/// bytes as they are, and as deltas). `AsTheyAre` without going on where the block's first
+/// `SIZES_SAMPLED` such sizes take more bytes as deltas than as they are, and where a size
+/// is not a shortest varint, which a delta cannot give back (`split` takes any).
+fn size_deltas_of(
+    cols: &[ColumnBuf; COLS],
+    out: &mut ColumnBuf,
+    last: &mut LastSizes,
+    choose: fn(usize, usize) -> SizeColumn,
+) -> SizeColumn {
+    let column = |col: Col| Cursor::new(&cols[col as usize].buf[..cols[col as usize].len]);
+    let (mut sizes, mut stacks) = (column(Sizes), column(Stacks));
+    out.len = 0;
+    last.clear();
+    let mut sampled = 0;
+    for &tag in &cols[Tags as usize].buf[..cols[Tags as usize].len] {
+        for &code in &FIELD_CODES[usize::from(tag)] {
+            match code {
+                SIZE_THEN_STACK => {
+                    let at = sizes.position();
+                    let (Ok(size), Ok(stack)) = (sizes.u64(), stacks.clone().u64()) else {
+                        return SizeColumn::AsTheyAre;
+                    };
+                    if sizes.position() - at != encoded_len(size) {
+                        return SizeColumn::AsTheyAre;
+                    }
+                    out.room();
+                    out.put_varint(last.held(stack, size));
+                    sampled += 1;
+                    // Deltas longer than the sizes: unrelated sizes (a random churn's).
+                    if sampled == SIZES_SAMPLED && out.len > sizes.position() {
+                        return SizeColumn::AsTheyAre;
+                    }
+                }
+                code if code == Sizes as u8 => {
+                    // Held as it is (a usage change's `used`).
+                    let at = sizes.position();
+                    if sizes.u64().is_err() {
+                        return SizeColumn::AsTheyAre;
+                    }
+                    out.put_long(&cols[Sizes as usize].buf[at..sizes.position()]);
+                }
+                code if code == Stacks as u8 => {
+                    let Ok(_) = stacks.u64() else { return SizeColumn::AsTheyAre };
+                }
+                // The other fields, and a sized record's (all in the other column).
+                _ => {}
+            }
+        }
+    }
+    choose(cols[Sizes as usize].len, out.len)
 }
 
 /// Why columns do not join into a payload: the block is then bad, as one that does not
@@ -322,8 +493,8 @@ impl Payload<'_> {
     #[inline(always)]
     fn put_word(&mut self, w: u64, n: usize) -> Result<(), JoinError> {
         let bytes = w.to_le_bytes();
-        match self.out.get_mut(self.pos..self.pos + 8) {
-            Some(room) => room.copy_from_slice(&bytes),
+        match self.out.get_mut(self.pos..).and_then(|rest| rest.first_chunk_mut::<8>()) {
+            Some(room) => *room = bytes,
             None => self.out.get_mut(self.pos..self.pos + n).ok_or(JoinError)?.copy_from_slice(&bytes[..n]),
         }
         self.pos += n;
@@ -366,11 +537,22 @@ fn column_slices(blob: &[u8]) -> Result<[&[u8]; COLS], JoinError> {
     Ok(col_bytes)
 }
 
-/// Joins the columns that [`split`] wrote (`blob`) back into the payload, exactly `out`.
-/// Every column must be used up, and the payload must fill `out`.
-pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
+/// Joins the columns that [`split`] wrote (`blob`), with its sizes held as `sizes`, back
+/// into the payload, exactly `out`. Every column must be used up, and the payload must
+/// fill `out`.
+pub(super) fn join(blob: &[u8], sizes: SizeColumn, out: &mut [u8]) -> Result<(), JoinError> {
+    match sizes {
+        SizeColumn::AsTheyAre => join_as::<false>(blob, out),
+        SizeColumn::StackDeltas => join_as::<true>(blob, out),
+    }
+}
+
+/// [`join`], with the sizes that a stack follows held as deltas (`DELTAS`) or not: two
+/// loops, so that the one of the methods without deltas has no branch for them.
+fn join_as<const DELTAS: bool>(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
     let col_bytes = column_slices(blob)?;
     let mut cols: [Cursor<'_>; COLS] = std::array::from_fn(|i| Cursor::new(col_bytes[i]));
+    let mut last = DELTAS.then(LastSizes::new);
     let mut p = Payload { out, pos: 0 };
     for &tag in col_bytes[Tags as usize] {
         p.put_word(u64::from(tag), 1)?;
@@ -390,6 +572,13 @@ pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
         for &code in codes {
             if code == END {
                 break;
+            }
+            if let (true, SIZE_THEN_STACK, Some(last)) = (DELTAS, code, &mut last) {
+                // The record's stack, the next field, is the front of its column.
+                let stack = cols[Stacks as usize].clone().u64().map_err(|_| JoinError)?;
+                let held = cols[Sizes as usize].u64().map_err(|_| JoinError)?;
+                p.put_varint(last.size(stack, held))?;
+                continue;
             }
             let i = usize::from(code) & (COLS - 1);
             let col = &mut cols[i];
@@ -423,30 +612,37 @@ pub(super) fn join(blob: &[u8], out: &mut [u8]) -> Result<(), JoinError> {
 /// column that `FIELD_CODES` names for it.
 pub(super) struct ColumnFields<'a> {
     cols: [Cursor<'a>; COLS],
-    /// Bytes of the payload that are not address fields: the tags and every other
-    /// column, whole (once every column is read to its end).
+    /// The last sizes, where the block holds its sizes as deltas.
+    last: Option<LastSizes>,
+    /// Bytes of the payload that are neither address nor size fields: the tags and every
+    /// other column, whole (once every column is read to its end).
     other_bytes: usize,
-    /// Bytes of the address fields read so far, as the payload holds them (shortest
-    /// varints).
-    addr_bytes: usize,
+    /// Bytes of the address and size fields read so far, as the payload holds them
+    /// (addresses and the sizes that deltas stand for as shortest varints).
+    addr_and_size_bytes: usize,
+}
+
+/// The columns whose bytes are the payload's as they are.
+fn is_kept(i: usize) -> bool {
+    i != AllocAddrs as usize && i != FreeAddrs as usize && i != Sizes as usize
 }
 
 impl<'a> ColumnFields<'a> {
-    pub(super) fn new(blob: &'a [u8]) -> Result<Self, JoinError> {
-        let col_bytes = column_slices(blob)?;
-        let other_bytes = col_bytes
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != AllocAddrs as usize && i != FreeAddrs as usize)
-            .map(|(_, c)| c.len())
-            .sum();
-        Ok(ColumnFields { cols: col_bytes.map(Cursor::new), other_bytes, addr_bytes: 0 })
+    pub(super) fn new(ColumnsBlob { bytes, sizes }: ColumnsBlob<'a>) -> Result<Self, JoinError> {
+        let col_bytes = column_slices(bytes)?;
+        let other_bytes = col_bytes.iter().enumerate().filter(|&(i, _)| is_kept(i)).map(|(_, c)| c.len()).sum();
+        Ok(ColumnFields {
+            cols: col_bytes.map(Cursor::new),
+            last: (sizes == SizeColumn::StackDeltas).then(LastSizes::new),
+            other_bytes,
+            addr_and_size_bytes: 0,
+        })
     }
 
     /// The length of the payload the columns join into, once every column has been read
     /// to its end (`None` before: `join` refuses columns with bytes left over).
     pub(super) fn joined_len(&self) -> Option<usize> {
-        self.cols.iter().all(|c| c.is_empty()).then_some(self.other_bytes + self.addr_bytes)
+        self.cols.iter().all(|c| c.is_empty()).then_some(self.other_bytes + self.addr_and_size_bytes)
     }
 
     #[inline(always)]
@@ -466,9 +662,10 @@ impl<'a> Fields<'a> for ColumnFields<'a> {
         self.cols[Tags as usize].position()
     }
     fn payload_position(&self) -> usize {
-        // Every field keeps its bytes in its column but the addresses (counted as read).
-        let kept = self.cols.iter().enumerate().filter(|&(i, _)| i != AllocAddrs as usize && i != FreeAddrs as usize);
-        kept.map(|(_, c)| c.position()).sum::<usize>() + self.addr_bytes
+        // Every field keeps its bytes in its column but the addresses and sizes (counted
+        // as read).
+        let kept = self.cols.iter().enumerate().filter(|&(i, _)| is_kept(i));
+        kept.map(|(_, c)| c.position()).sum::<usize>() + self.addr_and_size_bytes
     }
     #[inline(always)]
     fn tag(&mut self) -> Result<u8, CursorError> {
@@ -485,12 +682,26 @@ impl<'a> Fields<'a> for ColumnFields<'a> {
             HeapSide::Free => FreeAddrs,
         };
         let z = address_field(self.col(col).u64()?);
-        self.addr_bytes += encoded_len(z);
+        self.addr_and_size_bytes += encoded_len(z);
         Ok(unzigzag(z))
     }
     #[inline(always)]
     fn size(&mut self) -> Result<u64, CursorError> {
-        self.col(Sizes).u64()
+        let sizes = self.col(Sizes);
+        let at = sizes.position();
+        let size = sizes.u64()?;
+        self.addr_and_size_bytes += sizes.position() - at;
+        Ok(size)
+    }
+    #[inline(always)]
+    fn size_and_stack(&mut self) -> Result<(u64, u32), CursorError> {
+        let Some(last) = &mut self.last else {
+            return Ok((self.size()?, self.stack()?));
+        };
+        let stack = self.cols[Stacks as usize].u32()?;
+        let size = last.size(u64::from(stack), self.cols[Sizes as usize].u64()?);
+        self.addr_and_size_bytes += encoded_len(size);
+        Ok((size, stack))
     }
     #[inline(always)]
     fn stack(&mut self) -> Result<u32, CursorError> {
@@ -523,18 +734,19 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Any bytes: `split` refuses them or its columns join back into exactly them.
+        /// Any bytes: `split` refuses them or its columns join back into exactly them,
+        /// whichever way they hold the sizes.
         #[test]
         fn columns_of_any_bytes_join_back_or_are_refused(payload in proptest::collection::vec(any::<u8>(), 0..400)) {
-            let (mut blob, mut cols) = (Vec::new(), Columns::default());
-            if split(&payload, &mut blob, &mut cols).is_some() {
-                let mut back = vec![0; payload.len()];
-                prop_assert_eq!(join(&blob, &mut back), Ok(()));
-                prop_assert_eq!(back, payload);
+            for sizes in [SizeColumn::AsTheyAre, SizeColumn::StackDeltas] {
+                if let Some(held) = split_as(&payload, sizes) {
+                    prop_assert_eq!(joined(&held, payload.len()), Ok(payload.clone()));
+                }
             }
         }
 
-        /// Payloads of compact records with fields of every length: split, and back.
+        /// Payloads of compact records with fields of every length: split either way,
+        /// and back.
         #[test]
         fn records_split_and_join_back(
             records in proptest::collection::vec((any::<u8>(), proptest::collection::vec(any::<u64>(), 7)), 0..60),
@@ -552,12 +764,115 @@ mod tests {
                     }
                 }
             }
-            let (mut blob, mut cols) = (Vec::new(), Columns::default());
-            prop_assert!(split(&payload, &mut blob, &mut cols).is_some());
-            let mut back = vec![0; payload.len()];
-            prop_assert_eq!(join(&blob, &mut back), Ok(()));
-            prop_assert_eq!(back, payload);
+            for sizes in [SizeColumn::AsTheyAre, SizeColumn::StackDeltas] {
+                let held = split_as(&payload, sizes);
+                prop_assert!(held.is_some());
+                prop_assert_eq!(joined(&held.unwrap(), payload.len()), Ok(payload.clone()));
+            }
         }
+    }
+
+    /// `split` holding the sizes as `sizes` where it can; the columns, and how they hold
+    /// the sizes.
+    fn split_as(payload: &[u8], sizes: SizeColumn) -> Option<(Vec<u8>, SizeColumn)> {
+        let (mut blob, mut cols) = (Vec::new(), Columns::default());
+        let choose = match sizes {
+            SizeColumn::AsTheyAre => |_, _| SizeColumn::AsTheyAre,
+            SizeColumn::StackDeltas => |_, _| SizeColumn::StackDeltas,
+        };
+        let held = split_with(payload, &mut blob, &mut cols, choose)?;
+        Some((blob, held))
+    }
+
+    fn joined((blob, sizes): &(Vec<u8>, SizeColumn), len: usize) -> Result<Vec<u8>, JoinError> {
+        let mut back = vec![0; len];
+        join(blob, *sizes, &mut back)?;
+        Ok(back)
+    }
+
+    /// The sizes column of `split`'s columns.
+    fn sizes_column(blob: &[u8]) -> Vec<u8> {
+        column_slices(blob).unwrap()[Sizes as usize].to_vec()
+    }
+
+    /// An `ALLOC` record (seq delta 2, address delta 16) of `size` with callstack `stack`.
+    fn alloc(payload: &mut Vec<u8>, size: u64, stack: u64) {
+        payload.extend([0x01, 2 << 1, 16 << 1]);
+        put_u64(payload, size);
+        put_u64(payload, stack);
+        payload.push(3);
+    }
+
+    #[test]
+    fn sizes_are_held_as_deltas_from_their_callstack_slots_last_size() {
+        let mut payload = Vec::new();
+        alloc(&mut payload, 100, 5);
+        alloc(&mut payload, 101, 5);
+        // Callstack 1029 shares callstack 5's slot (1029 mod 1024): its delta is from 101.
+        alloc(&mut payload, 50, 1029);
+        alloc(&mut payload, 300, 7);
+        // A usage change's `used` is held as it is.
+        payload.extend([0x06, 2 << 1, 0]);
+        put_u64(&mut payload, 1000);
+        // A realloc's `new_size` is a size its stack follows.
+        payload.extend([0x03, 2 << 1, 2 << 1, 0, 16 << 1]);
+        put_u64(&mut payload, 299);
+        put_u64(&mut payload, 7);
+        payload.push(3);
+        let held = split_as(&payload, SizeColumn::StackDeltas).unwrap();
+        assert_eq!(held.1, SizeColumn::StackDeltas);
+        let mut want = Vec::new();
+        for v in [zigzag(100), zigzag(1), zigzag(50 - 101), zigzag(300), 1000, zigzag(-1)] {
+            put_u64(&mut want, v);
+        }
+        assert_eq!(sizes_column(&held.0), want);
+        assert_eq!(joined(&held, payload.len()), Ok(payload.clone()));
+        // Read the other way, the same columns are another payload: the method says how.
+        assert_ne!(joined(&(held.0, SizeColumn::AsTheyAre), payload.len()), Ok(payload));
+    }
+
+    #[test]
+    fn a_writer_holds_sizes_as_deltas_only_where_they_are_smaller() {
+        // Each of three sites counts its sizes up, as a loop that sizes its blocks by its
+        // index does: the deltas are ones, the sizes two bytes each.
+        let mut stepping = Vec::new();
+        for i in 0..600u64 {
+            alloc(&mut stepping, 200 + i / 3, 1 + i % 3);
+        }
+        // Sizes of no pattern: their deltas are no shorter.
+        let mut unrelated = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..600 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            alloc(&mut unrelated, 16 + x % 100_000, 1 + x % 3);
+        }
+        for (payload, want) in [(stepping, SizeColumn::StackDeltas), (unrelated, SizeColumn::AsTheyAre)] {
+            let (mut blob, mut cols) = (Vec::new(), Columns::default());
+            assert_eq!(split(&payload, &mut blob, &mut cols), Some(want));
+            let plain = split_as(&payload, SizeColumn::AsTheyAre).unwrap();
+            let deltas = split_as(&payload, SizeColumn::StackDeltas).unwrap();
+            assert_eq!(&blob, if want == SizeColumn::StackDeltas { &deltas.0 } else { &plain.0 });
+            assert_eq!(joined(&(blob, want), payload.len()), Ok(payload));
+        }
+        // Sizes of nine and ten bytes are held either way.
+        let mut huge = Vec::new();
+        alloc(&mut huge, 1 << 60, 1);
+        alloc(&mut huge, u64::MAX, 1);
+        for sizes in [SizeColumn::AsTheyAre, SizeColumn::StackDeltas] {
+            let held = split_as(&huge, sizes).unwrap();
+            assert_eq!(held.1, sizes);
+            assert_eq!(joined(&held, huge.len()), Ok(huge.clone()));
+        }
+        // A size that is not a shortest varint (100 in two bytes), which a delta could not
+        // give back, keeps them as they are.
+        let mut padded = Vec::new();
+        alloc(&mut padded, 100, 1);
+        padded.splice(3..4, [0x80 | 100, 0x00]);
+        let held = split_as(&padded, SizeColumn::StackDeltas).unwrap();
+        assert_eq!(held.1, SizeColumn::AsTheyAre);
+        assert_eq!(joined(&held, padded.len()), Ok(padded));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The entropy stage of a block (SPEC.md §4.2): how writers compress a payload and how
 //! readers get it back. LZ4 (method 1) is the default; zstd (method 2, format 1.4) is a
 //! writer's choice that trades encoder CPU for a smaller log, and so are field columns in
-//! front of either (methods 3 and 4, format 1.5; `columns.rs`). Readers take them all.
+//! front of either (methods 3 and 4, format 1.5; 5 and 6, format 1.6, where the columns
+//! hold allocations' sizes as deltas; `columns.rs`). Readers take them all.
 
-use super::columns::{self, Columns};
+use super::columns::{self, Columns, SizeColumn};
 use super::{BlockError, Compression};
 use crate::varint::{write_u64, Cursor};
 
@@ -19,12 +20,14 @@ pub enum PayloadCompression {
     /// event on the encoder (benches/RESULTS.md §36). Without the crate's `zstd` feature
     /// (which the recorder turns on when it records) writers use LZ4 instead.
     Zstd { level: i32 },
-    /// The payload's fields gathered in columns, then LZ4 (method 3, format 1.5): a tenth
-    /// to a quarter smaller than LZ4 alone, for about 18 ns more per event on the encoder
-    /// (benches/RESULTS.md §38).
+    /// The payload's fields gathered in columns, then LZ4 (method 3, format 1.5; or 5,
+    /// format 1.6, in a block whose allocations' sizes are smaller as deltas from their
+    /// callstack's last): a tenth to a quarter smaller than LZ4 alone, for about 18 ns
+    /// more per event on the encoder (benches/RESULTS.md §38, §44).
     Lz4Columns,
-    /// The payload's fields gathered in columns, then zstd at `level` (method 4, format
-    /// 1.5). Without the `zstd` feature writers use [`PayloadCompression::Lz4Columns`].
+    /// The payload's fields gathered in columns, then zstd at `level` (method 4, or 6
+    /// with sizes as deltas). Without the `zstd` feature writers use
+    /// [`PayloadCompression::Lz4Columns`].
     ZstdColumns { level: i32 },
 }
 
@@ -139,23 +142,30 @@ impl PayloadCompressor {
     /// it by more than their lengths' bytes (unaligned addresses, each a bit longer in
     /// columns) is compressed as it is, with the same entropy stage.
     pub(super) fn compress(&mut self, raw: &[u8], out: &mut [u8]) -> Option<(Compression, usize)> {
-        let columns = self.method.columns() && {
-            self.blob.clear();
-            columns::split(raw, &mut self.blob, &mut self.columns).is_some()
-                && self.blob.len() <= raw.len() + MAX_COLUMN_LENGTHS
+        let sizes = match self.method.columns() {
+            true => {
+                self.blob.clear();
+                columns::split(raw, &mut self.blob, &mut self.columns)
+                    .filter(|_| self.blob.len() <= raw.len() + MAX_COLUMN_LENGTHS)
+            }
+            false => None,
         };
-        if !columns {
+        let Some(sizes) = sizes else {
             let n = self.entropy(raw, out, raw.len())?;
             let method = if self.method.zstd_level().is_some() { Compression::Zstd } else { Compression::Lz4 };
             return Some((method, n));
-        }
+        };
         // The columns' length, then the columns compressed.
         let head = write_u64(out, self.blob.len() as u64);
         let blob = std::mem::take(&mut self.blob);
         let n = self.entropy(&blob, &mut out[head..], raw.len().checked_sub(head)?);
         self.blob = blob;
-        let method =
-            if self.method.zstd_level().is_some() { Compression::ZstdColumns } else { Compression::Lz4Columns };
+        let method = match (self.method.zstd_level().is_some(), sizes) {
+            (false, SizeColumn::AsTheyAre) => Compression::Lz4Columns,
+            (true, SizeColumn::AsTheyAre) => Compression::ZstdColumns,
+            (false, SizeColumn::StackDeltas) => Compression::Lz4ColumnsSizeDeltas,
+            (true, SizeColumn::StackDeltas) => Compression::ZstdColumnsSizeDeltas,
+        };
         Some((method, head + n?))
     }
 
@@ -205,14 +215,21 @@ impl PayloadCompressor {
 /// [`ZSTD_MAX_EXPANSION`].
 ///
 /// Columns join into at most twice their bytes (an address delta grows by at most one
-/// byte from its column form, which takes at least one).
+/// byte from its column form, which takes at least one), or ten times where they hold
+/// sizes as deltas (a one-byte delta may stand for a ten-byte size).
 pub(super) fn most_raw_bytes(method: Compression, stored: usize) -> usize {
     match method {
         Compression::Lz4 => stored.saturating_mul(255).saturating_add(16),
         Compression::Zstd => stored.saturating_mul(ZSTD_MAX_EXPANSION),
-        Compression::Lz4Columns => most_raw_bytes(Compression::Lz4, stored).saturating_mul(2),
-        Compression::ZstdColumns => most_raw_bytes(Compression::Zstd, stored).saturating_mul(2),
         Compression::None | Compression::Unknown(_) => stored,
+        columns => {
+            let (inner, sizes) = columns.columns().expect("every other method is a columns one");
+            let growth = match sizes {
+                SizeColumn::AsTheyAre => 2,
+                SizeColumn::StackDeltas => 10,
+            };
+            most_raw_bytes(inner, stored).saturating_mul(growth)
+        }
     }
 }
 
@@ -224,15 +241,17 @@ pub(super) fn decompress(method: Compression, stored: &[u8], raw: &mut [u8]) -> 
             _ => Err(BlockError::Decompression),
         },
         Compression::Zstd => unzstd(stored, raw),
-        Compression::Lz4Columns => uncolumn(Compression::Lz4, stored, raw),
-        Compression::ZstdColumns => uncolumn(Compression::Zstd, stored, raw),
         Compression::None | Compression::Unknown(_) => unreachable!("not a compressed method: {method:?}"),
+        columns => {
+            let (inner, sizes) = columns.columns().expect("every other method is a columns one");
+            uncolumn(inner, sizes, stored, raw)
+        }
     }
 }
 
-/// Decompresses columns (`inner`-compressed, their length in front) and joins them into
-/// exactly `raw`.
-fn uncolumn(inner: Compression, stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
+/// Decompresses columns (`inner`-compressed, their length in front) that hold the sizes
+/// as `sizes`, and joins them into exactly `raw`.
+fn uncolumn(inner: Compression, sizes: SizeColumn, stored: &[u8], raw: &mut [u8]) -> Result<(), BlockError> {
     use std::cell::RefCell;
     thread_local! {
         // The columns of the block being read: one buffer per reading thread.
@@ -241,7 +260,7 @@ fn uncolumn(inner: Compression, stored: &[u8], raw: &mut [u8]) -> Result<(), Blo
     BLOB.with(|cell| {
         let mut buf = cell.borrow_mut();
         let blob = decompress_columns(inner, stored, raw.len(), &mut buf)?;
-        columns::join(blob, raw).map_err(|_| BlockError::Decompression)
+        columns::join(blob, sizes, raw).map_err(|_| BlockError::Decompression)
     })
 }
 

@@ -26,6 +26,12 @@ pub(super) trait Fields<'a> {
     /// A `size`, `new_size` or `used` field.
     fn size(&mut self) -> Result<u64, CursorError>;
     fn stack(&mut self) -> Result<u32, CursorError>;
+    /// An allocation's `size` (or `new_size`) and the `stack` that follows it, which a
+    /// columns block may need first to know the size.
+    #[inline(always)]
+    fn size_and_stack(&mut self) -> Result<(u64, u32), CursorError> {
+        Ok((self.size()?, self.stack()?))
+    }
     fn align(&mut self) -> Result<u8, CursorError>;
     /// Any other varint field: domains, context fields, times, frame numbers, label names.
     fn other(&mut self) -> Result<u64, CursorError>;

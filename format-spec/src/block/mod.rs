@@ -21,10 +21,12 @@ pub(crate) use codec::{
     decode_columns, decode_columns_with_lengths, decode_payload, decode_payload_with_lengths, Output,
 };
 pub use codec::{decode_events, frame_payload, EventDecoder, EventEncoder};
+pub(crate) use columns::ColumnsBlob;
 pub use compress::{PayloadCompression, PayloadCompressor, COMPRESSION_VALUES, ZSTD_LEVELS, ZSTD_MAX_EXPANSION};
 
 use crate::event::*;
 use crate::varint::{put_u64, Cursor};
+use columns::SizeColumn;
 
 /// The four bytes that start every block frame.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MRLB";
@@ -79,6 +81,11 @@ pub enum Compression {
     Lz4Columns,
     /// The payload's field columns, then one zstd frame (format 1.5).
     ZstdColumns,
+    /// Field columns whose allocations' sizes are held as deltas from the last size of
+    /// the same callstack, then LZ4 (format 1.6).
+    Lz4ColumnsSizeDeltas,
+    /// The same columns, then one zstd frame (format 1.6).
+    ZstdColumnsSizeDeltas,
     Unknown(u8),
 }
 
@@ -90,6 +97,8 @@ impl Compression {
             Compression::Zstd => 2,
             Compression::Lz4Columns => 3,
             Compression::ZstdColumns => 4,
+            Compression::Lz4ColumnsSizeDeltas => 5,
+            Compression::ZstdColumnsSizeDeltas => 6,
             Compression::Unknown(b) => b,
         }
     }
@@ -100,6 +109,8 @@ impl Compression {
             2 => Compression::Zstd,
             3 => Compression::Lz4Columns,
             4 => Compression::ZstdColumns,
+            5 => Compression::Lz4ColumnsSizeDeltas,
+            6 => Compression::ZstdColumnsSizeDeltas,
             b => Compression::Unknown(b),
         }
     }
@@ -108,6 +119,18 @@ impl Compression {
     /// unknown one cannot be).
     pub fn is_compressed(self) -> bool {
         !matches!(self, Compression::None | Compression::Unknown(_))
+    }
+
+    /// For a columns method: the entropy stage under the columns (LZ4 or zstd), and how
+    /// the columns hold the sizes.
+    fn columns(self) -> Option<(Compression, SizeColumn)> {
+        Some(match self {
+            Compression::Lz4Columns => (Compression::Lz4, SizeColumn::AsTheyAre),
+            Compression::ZstdColumns => (Compression::Zstd, SizeColumn::AsTheyAre),
+            Compression::Lz4ColumnsSizeDeltas => (Compression::Lz4, SizeColumn::StackDeltas),
+            Compression::ZstdColumnsSizeDeltas => (Compression::Zstd, SizeColumn::StackDeltas),
+            _ => return None,
+        })
     }
 }
 
@@ -344,7 +367,12 @@ pub fn unpack_payload_into<'a>(
             }
             Ok(stored)
         }
-        Compression::Lz4 | Compression::Zstd | Compression::Lz4Columns | Compression::ZstdColumns => {
+        Compression::Lz4
+        | Compression::Zstd
+        | Compression::Lz4Columns
+        | Compression::ZstdColumns
+        | Compression::Lz4ColumnsSizeDeltas
+        | Compression::ZstdColumnsSizeDeltas => {
             let n = frame.raw_len as usize;
             if buf.len() < n {
                 buf.resize(n, 0);
@@ -376,7 +404,7 @@ fn check_stored(frame: &BlockFrame, stored: &[u8]) -> Result<(), BlockError> {
     Ok(())
 }
 
-/// Decodes a columns block (methods 3 and 4) from its columns, with `decode` (the columns,
+/// Decodes a columns block (methods 3 to 6) from its columns, with `decode` (the columns,
 /// the claimed payload length), without joining them into its payload first: joining
 /// cost a reader as much as decoding (RESULTS §41). `Err(())` for any other method, and
 /// wherever [`unpack_payload_into`] or decoding its payload would fail (`decode` says so
@@ -386,17 +414,13 @@ pub(crate) fn decode_stored_columns(
     frame: &BlockFrame,
     stored: &[u8],
     buf: &mut Vec<u8>,
-    decode: impl FnOnce(&[u8], usize) -> Result<(), ()>,
+    decode: impl FnOnce(ColumnsBlob<'_>, usize) -> Result<(), ()>,
 ) -> Result<(), ()> {
-    let inner = match frame.compression {
-        Compression::Lz4Columns => Compression::Lz4,
-        Compression::ZstdColumns => Compression::Zstd,
-        _ => return Err(()),
-    };
+    let (inner, sizes) = frame.compression.columns().ok_or(())?;
     check_stored(frame, stored).map_err(|_| ())?;
     let raw_len = frame.raw_len as usize;
-    let blob = compress::decompress_columns(inner, stored, raw_len, buf).map_err(|_| ())?;
-    decode(blob, raw_len)
+    let bytes = compress::decompress_columns(inner, stored, raw_len, buf).map_err(|_| ())?;
+    decode(ColumnsBlob { bytes, sizes }, raw_len)
 }
 
 #[cfg(test)]

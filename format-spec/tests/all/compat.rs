@@ -9,6 +9,12 @@ use crate::header;
 
 /// A block of `kind` around an uncompressed `payload`, with correct checksums.
 fn block(kind: u8, compression: u8, thread: u32, event_count: u32, payload: &[u8]) -> Vec<u8> {
+    stored_block(kind, compression, thread, event_count, payload, payload.len())
+}
+
+/// A block of `kind` around `stored` bytes that decompress to `raw_len`, with correct
+/// checksums.
+fn stored_block(kind: u8, compression: u8, thread: u32, event_count: u32, stored: &[u8], raw_len: usize) -> Vec<u8> {
     let frame = BlockFrame {
         kind: BlockKind::from_byte(kind),
         compression: Compression::from_byte(compression),
@@ -16,12 +22,12 @@ fn block(kind: u8, compression: u8, thread: u32, event_count: u32, payload: &[u8
         event_count,
         first_seq: 0,
         last_seq: 0,
-        stored_len: payload.len() as u32,
-        raw_len: payload.len() as u32,
-        payload_crc: crc32fast::hash(payload),
+        stored_len: stored.len() as u32,
+        raw_len: raw_len as u32,
+        payload_crc: crc32fast::hash(stored),
     };
     let mut out = frame.to_bytes().to_vec();
-    out.extend_from_slice(payload);
+    out.extend_from_slice(stored);
     out
 }
 
@@ -324,4 +330,52 @@ fn reserved_frame_bytes_are_ignored() {
     let log = Log::read(&log_of(&[b])[..]).unwrap();
     assert!(log.report.is_clean());
     assert_eq!(log.blocks[0].events, alloc_free());
+}
+
+/// Columns whose allocations' sizes are deltas (SPEC.md §4.2, methods 5 and 6, format
+/// 1.6), built by hand: each size that a `stack` follows is held as its difference from
+/// the last such size of its callstack's slot (the id mod 1024), and a usage change's
+/// `used` as it is. Read as method 3, the same columns are not the payload.
+#[test]
+fn hand_built_size_delta_columns_decode_as_specified() {
+    let events = [
+        Event::Alloc { seq: 10, domain: HEAP_DOMAIN, addr: 0x1000, size: 100, align_log2: 3, stack: 5 },
+        Event::Alloc { seq: 11, domain: HEAP_DOMAIN, addr: 0x1040, size: 104, align_log2: 3, stack: 5 },
+        Event::Usage { seq: 12, addr: 0x1040, used: 1000 },
+        // Callstack 1029 is in callstack 5's slot: its size is held against 104.
+        Event::Alloc { seq: 13, domain: HEAP_DOMAIN, addr: 0x1080, size: 90, align_log2: 3, stack: 1029 },
+    ];
+    let payload = [
+        [0x01, 0x14, 0x80, 0x40, 0x64, 0x05, 0x03].as_slice(),
+        &[0x01, 0x02, 0x80, 0x01, 0x68, 0x05, 0x03],
+        &[0x06, 0x02, 0x00, 0xe8, 0x07],
+        &[0x01, 0x02, 0x80, 0x01, 0x5a, 0x85, 0x08, 0x03],
+    ]
+    .concat();
+    assert_eq!(decode_events(&payload).collect::<Result<Vec<_>, _>>().unwrap(), events);
+    let columns: [&[u8]; 8] = [
+        &[0x01, 0x01, 0x06, 0x01],
+        &[0x14, 0x02, 0x02, 0x02],
+        // Address deltas 0x1000, 0x40, 0, 0x40: multiples of 16, held as zz(d / 16) << 1.
+        &[0x80, 0x08, 0x10, 0x00, 0x10],
+        &[],
+        // zz(100), zz(+4), 1000 as it is, zz(90 - 104).
+        &[0xc8, 0x01, 0x08, 0xe8, 0x07, 0x1b],
+        &[0x05, 0x05, 0x85, 0x08],
+        &[0x03, 0x03, 0x03],
+        &[],
+    ];
+    let mut blob = Vec::new();
+    columns[..7].iter().for_each(|c| put_u64(&mut blob, c.len() as u64));
+    columns.iter().for_each(|c| blob.extend_from_slice(c));
+    let mut stored = Vec::new();
+    put_u64(&mut stored, blob.len() as u64);
+    stored.extend(lz4_flex::block::compress(&blob));
+    let columns_block = |method: Compression| stored_block(1, method.to_byte(), 1, 4, &stored, payload.len());
+    let log = Log::read(&log_of(&[columns_block(Compression::Lz4ColumnsSizeDeltas)])[..]).unwrap();
+    assert!(log.report.is_clean(), "{:?}", log.report);
+    assert_eq!(log.blocks[0].events, events);
+    let log = Log::read(&log_of(&[columns_block(Compression::Lz4Columns)])[..]).unwrap();
+    assert!(log.blocks.is_empty());
+    assert!(matches!(log.report.damage[..], [Damage::BadBlock { error: BlockError::Decompression, .. }]));
 }

@@ -353,13 +353,19 @@ proptest! {
         cut in any::<prop::sample::Index>(),
         cut_it in any::<bool>(),
         raw_delta in -3i64..3,
-        method in 0usize..3,
+        method in 0usize..5,
     ) {
         // Without the `zstd` feature, only the columns that LZ4 stores can be written.
         let methods: &[Compression] = if cfg!(feature = "zstd") {
-            &[Compression::Zstd, Compression::Lz4Columns, Compression::ZstdColumns]
+            &[
+                Compression::Zstd,
+                Compression::Lz4Columns,
+                Compression::ZstdColumns,
+                Compression::Lz4ColumnsSizeDeltas,
+                Compression::ZstdColumnsSizeDeltas,
+            ]
         } else {
-            &[Compression::Lz4Columns]
+            &[Compression::Lz4Columns, Compression::Lz4ColumnsSizeDeltas]
         };
         let method = methods[method % methods.len()];
         let (stored, raw_len, count) = compressed_sample(method);
@@ -385,16 +391,13 @@ proptest! {
     #[test]
     fn arbitrary_payloads_in_valid_frames_never_panic(
         payload in vec(any::<u8>(), 0..300),
-        method in 0u8..5,
+        method in 0u8..7,
         event_count in any::<u32>(),
         raw_len in 0u32..4096,
     ) {
         let (compression, raw_len) = match method {
             0 => (Compression::None, payload.len() as u32),
-            1 => (Compression::Lz4, raw_len),
-            2 => (Compression::Zstd, raw_len),
-            3 => (Compression::Lz4Columns, raw_len),
-            _ => (Compression::ZstdColumns, raw_len),
+            m => (Compression::from_byte(m), raw_len),
         };
         let mut bytes = header().to_bytes();
         bytes.extend_from_slice(&framed(1, compression, event_count, raw_len, &payload));
@@ -549,16 +552,20 @@ fn allocations_every(step: u64) -> Vec<Event> {
 }
 
 /// A payload of 300 heap events stored with `method` (zstd or a columns method), its
-/// raw length and event count, made once per method.
+/// raw length and event count, made once per method. For the methods that hold sizes as
+/// deltas, each allocation is 8 bytes larger than the one before.
 fn compressed_sample(method: Compression) -> (Vec<u8>, u32, u32) {
     type Sample = std::sync::OnceLock<(Vec<u8>, u32, u32)>;
-    static SAMPLES: [Sample; 3] = [Sample::new(), Sample::new(), Sample::new()];
+    static SAMPLES: [Sample; 5] = [Sample::new(), Sample::new(), Sample::new(), Sample::new(), Sample::new()];
     let (i, writer) = match method {
         Compression::Zstd => (0, PayloadCompression::Zstd { level: 1 }),
         Compression::Lz4Columns => (1, PayloadCompression::Lz4Columns),
         Compression::ZstdColumns => (2, PayloadCompression::ZstdColumns { level: 1 }),
+        Compression::Lz4ColumnsSizeDeltas => (3, PayloadCompression::Lz4Columns),
+        Compression::ZstdColumnsSizeDeltas => (4, PayloadCompression::ZstdColumns { level: 1 }),
         other => unreachable!("no sample for {other:?}"),
     };
+    let stepping = i >= 3;
     SAMPLES[i]
         .get_or_init(|| {
             let mut enc = EventEncoder::new();
@@ -569,7 +576,7 @@ fn compressed_sample(method: Compression) -> (Vec<u8>, u32, u32) {
                     seq: 2 * i,
                     domain: HEAP_DOMAIN,
                     addr,
-                    size: 24 + i % 5,
+                    size: if stepping { 24 + 8 * i } else { 24 + i % 5 },
                     align_log2: 3,
                     stack: 2,
                 });

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use memreplay_format::block::{decode_events, unpack_payload_into, BlockFrame};
+use memreplay_format::block::{decode_events, unpack_payload_into, BlockFrame, Compression};
 use memreplay_format::{
     decode_records, merge_by_seq, unpack_records, Block, BlockError, Damage, Log, LogReader, Records,
 };
@@ -77,6 +77,12 @@ fn seeds_and_regressions_read_without_panicking() {
             } else {
                 assert!(log.report.damage.iter().all(not_built_in), "{name}: {:?}", log.report);
             }
+        }
+        if name == "sizes-by-stack.mrl" {
+            // A recording of the preload tests' C program with `compression=lz4-columns`:
+            // its busy threads' blocks hold sizes as deltas (format 1.6).
+            assert!(log.report.is_clean(), "{name}: {:?}", log.report);
+            assert!(log.blocks.iter().any(|b| b.frame.compression == Compression::Lz4ColumnsSizeDeltas), "{name}");
         }
         if name.starts_with("baseline") && whole {
             // The baseline recompressed (zstd, field columns): the same events.

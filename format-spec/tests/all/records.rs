@@ -18,29 +18,47 @@ use crate::damage::crc32;
 /// addresses from a few pages (so allocations and frees meet in the recent-address
 /// lists), a few sizes and callstacks; and between them every other kind of record the
 /// decoder reads (domains, reallocs, usage, contexts, attaches, time, markers,
-/// definitions). Enough of them repeat that the columns methods store columns.
+/// definitions). Enough of them repeat that the columns methods store columns. Half the
+/// time the sizes of each callstack step up as a loop's would, so that the columns hold
+/// them as deltas (methods 5 and 6).
 fn program_events() -> impl Strategy<Value = Vec<Event>> {
-    vec((0u8..24, 0u64..96, 0u64..5000, 0u32..6), 0..700).prop_map(|picks| {
+    prop_oneof![events(false), events(true)]
+}
+
+/// [`program_events`], with sizes that step by callstack or not.
+fn events(stepping: bool) -> impl Strategy<Value = Vec<Event>> {
+    vec((0u8..24, 0u64..96, 0u64..5000, 0u32..6), 0..700).prop_map(move |picks| {
         let mut seq = 1u64;
         let mut ns = 0u64;
+        let mut steps = [0u64; 7];
         picks
             .into_iter()
             .map(|(kind, slot, n, stack)| {
                 seq += 1 + n % 3;
                 let addr = 0x7f3a_0000_0000 + slot * 48;
+                // A size: `n` as it is, or the next of its callstack's.
+                let mut size = |n: u64| match stepping {
+                    true => {
+                        steps[stack as usize] += 1;
+                        16 + 8 * steps[stack as usize]
+                    }
+                    false => n,
+                };
                 match kind {
-                    0..=7 => Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size: 16 + n % 200, align_log2: 4, stack },
+                    0..=7 => {
+                        Event::Alloc { seq, domain: HEAP_DOMAIN, addr, size: size(16 + n % 200), align_log2: 4, stack }
+                    }
                     8..=14 => Event::Free { seq, domain: HEAP_DOMAIN, addr, stack: stack % 2 },
                     15 => Event::Realloc {
                         free_seq: seq - 1,
                         seq,
                         old_addr: addr,
                         new_addr: addr + 16 * (n % 4),
-                        new_size: n,
+                        new_size: size(n),
                         align_log2: 3,
                         stack,
                     },
-                    16 => Event::Alloc { seq, domain: 1 + stack, addr: n << 12, size: n, align_log2: 8, stack },
+                    16 => Event::Alloc { seq, domain: 1 + stack, addr: n << 12, size: size(n), align_log2: 8, stack },
                     17 => Event::Free { seq, domain: 1 + stack, addr: n << 12, stack: 0 },
                     18 => Event::Usage { seq, addr, used: n },
                     19 => {
@@ -185,7 +203,7 @@ proptest! {
         raw_delta in prop_oneof![4 => Just(0i64), 1 => -2i64..3],
     ) {
         let (frame, stored) = block(&events, PayloadCompression::Lz4Columns);
-        prop_assume!(frame.compression == Compression::Lz4Columns);
+        prop_assume!(matches!(frame.compression, Compression::Lz4Columns | Compression::Lz4ColumnsSizeDeltas));
         let (frame, stored) = with_columns_changed(&frame, &stored, |blob| {
             for (at, x) in flips {
                 let at = at.index(blob.len());
@@ -225,34 +243,57 @@ proptest! {
     }
 }
 
-/// A program's block, stored in columns, reads from its columns; and the cases that the
-/// two steps refuse (a field left over, a tag more, the claim a byte off either way, a bad
-/// checksum) are refused alike, with what was read before kept.
+/// A program's block, stored in columns, reads from its columns, whichever way they hold
+/// its sizes; and the cases that the two steps refuse (a field left over, a tag more, the
+/// claim a byte off either way, a bad checksum) are refused alike, with what was read
+/// before kept.
 #[test]
 fn columns_blocks_and_their_refusals() {
     let runner = &mut proptest::test_runner::TestRunner::deterministic();
-    let events = program_events().new_tree(runner).unwrap().current();
-    let events: Vec<Event> = events.into_iter().cycle().take(3000).collect();
-    for method in [PayloadCompression::Lz4Columns, PayloadCompression::ZstdColumns { level: 3 }] {
-        let (frame, stored) = block(&events, method);
-        assert!(matches!(frame.compression, Compression::Lz4Columns | Compression::ZstdColumns), "{method}");
-        let (two_steps, one) = both_ways(&frame, &stored);
-        assert_eq!(one.0, Ok(()));
-        assert_eq!(one, two_steps);
+    for (stepping, row) in [(false, [Compression::Lz4Columns, Compression::ZstdColumns]), (true, DELTAS)] {
+        let events = events(stepping).new_tree(runner).unwrap().current();
+        let events: Vec<Event> = events.into_iter().cycle().take(3000).collect();
+        for (method, held) in
+            [PayloadCompression::Lz4Columns, PayloadCompression::ZstdColumns { level: 3 }].iter().zip(row)
+        {
+            let (frame, stored) = block(&events, *method);
+            // Without zstd, writers asked for it write LZ4.
+            let held = if cfg!(feature = "zstd") { held } else { row[0] };
+            assert_eq!(frame.compression, held, "{method}, sizes stepping: {stepping}");
+            let (two_steps, one) = both_ways(&frame, &stored);
+            assert_eq!(one.0, Ok(()));
+            assert_eq!(one, two_steps);
+        }
+        let (frame, stored) = block(&events, PayloadCompression::Lz4Columns);
+        let cases: [(&str, BlockFrame, Vec<u8>); 7] = [
+            ("a byte left over in the last column", with_columns_changed(&frame, &stored, |b| b.push(0), 0)),
+            ("a claim a byte short", with_columns_changed(&frame, &stored, |_| {}, -1)),
+            ("a claim a byte long", with_columns_changed(&frame, &stored, |_| {}, 1)),
+            ("a column cut short", with_columns_changed(&frame, &stored, |b| b.truncate(b.len() - 3), 0)),
+            ("no columns at all", with_columns_changed(&frame, &stored, |b| b.clear(), 0)),
+            ("a bad checksum", (BlockFrame { payload_crc: frame.payload_crc ^ 1, ..frame }, stored.clone())),
+            (
+                "the sizes read the other way",
+                (BlockFrame { compression: other_sizes(frame.compression), ..frame }, stored.clone()),
+            ),
+        ]
+        .map(|(what, (frame, stored))| (what, frame, stored));
+        for (what, frame, stored) in cases {
+            let (two_steps, one) = both_ways(&frame, &stored);
+            assert!(one.0.is_err(), "{what}, sizes stepping: {stepping}: read");
+            assert_eq!(one, two_steps, "{what}, sizes stepping: {stepping}");
+        }
     }
-    let (frame, stored) = block(&events, PayloadCompression::Lz4Columns);
-    let cases: [(&str, BlockFrame, Vec<u8>); 6] = [
-        ("a byte left over in the last column", with_columns_changed(&frame, &stored, |b| b.push(0), 0)),
-        ("a claim a byte short", with_columns_changed(&frame, &stored, |_| {}, -1)),
-        ("a claim a byte long", with_columns_changed(&frame, &stored, |_| {}, 1)),
-        ("a column cut short", with_columns_changed(&frame, &stored, |b| b.truncate(b.len() - 3), 0)),
-        ("no columns at all", with_columns_changed(&frame, &stored, |b| b.clear(), 0)),
-        ("a bad checksum", (BlockFrame { payload_crc: frame.payload_crc ^ 1, ..frame }, stored.clone())),
-    ]
-    .map(|(what, (frame, stored))| (what, frame, stored));
-    for (what, frame, stored) in cases {
-        let (two_steps, one) = both_ways(&frame, &stored);
-        assert!(one.0.is_err(), "{what}: read");
-        assert_eq!(one, two_steps, "{what}");
+}
+
+/// The methods whose columns hold sizes as deltas, over LZ4 and zstd.
+const DELTAS: [Compression; 2] = [Compression::Lz4ColumnsSizeDeltas, Compression::ZstdColumnsSizeDeltas];
+
+/// The LZ4 columns method that holds sizes the other way.
+fn other_sizes(method: Compression) -> Compression {
+    match method {
+        Compression::Lz4Columns => Compression::Lz4ColumnsSizeDeltas,
+        Compression::Lz4ColumnsSizeDeltas => Compression::Lz4Columns,
+        m => panic!("not an LZ4 columns method: {m:?}"),
     }
 }

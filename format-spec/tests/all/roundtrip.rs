@@ -232,12 +232,17 @@ fn check_round_trip_compressed(
         assert_eq!((got.frame.first_seq, got.frame.last_seq), seq_range(events));
         assert_eq!(&got.events, events);
         // A columns method falls back to its entropy stage alone where the columns would be
-        // more than their lengths' bytes longer than the payload (unaligned addresses).
+        // more than their lengths' bytes longer than the payload (unaligned addresses), and
+        // holds sizes as deltas where that is smaller.
         let wanted: &[Compression] = match crate::built(method) {
             PayloadCompression::Lz4 => &[Compression::Lz4, Compression::None],
             PayloadCompression::Zstd { .. } => &[Compression::Zstd, Compression::None],
-            PayloadCompression::Lz4Columns => &[Compression::Lz4Columns, Compression::Lz4, Compression::None],
-            PayloadCompression::ZstdColumns { .. } => &[Compression::ZstdColumns, Compression::Zstd, Compression::None],
+            PayloadCompression::Lz4Columns => {
+                &[Compression::Lz4Columns, Compression::Lz4ColumnsSizeDeltas, Compression::Lz4, Compression::None]
+            }
+            PayloadCompression::ZstdColumns { .. } => {
+                &[Compression::ZstdColumns, Compression::ZstdColumnsSizeDeltas, Compression::Zstd, Compression::None]
+            }
         };
         assert!(wanted.contains(&got.frame.compression), "{method:?}: {:?}", got.frame);
         offset += 48 + u64::from(got.frame.stored_len);

@@ -112,7 +112,7 @@ fn info_prints_the_header_totals_threads_and_labels() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     for needle in [
-        "memreplay log 1.5, written by memreplay test",
+        "memreplay log 1.6, written by memreplay test",
         "linux x86_64, 8-byte pointers",
         "pid 4242, /games/forest",
         "2000-02-29 12:34:56.789 UTC",
@@ -242,7 +242,7 @@ fn not_a_log() {
 fn unsupported_version() {
     let path = temp("v9.mrl");
     std::fs::write(&path, header(9).to_bytes()).unwrap();
-    assert_error(&cli(&["info", path.to_str().unwrap()]), "version 9.5 is not supported");
+    assert_error(&cli(&["info", path.to_str().unwrap()]), "version 9.6 is not supported");
 }
 
 #[test]
@@ -750,7 +750,7 @@ fn recompress_keeps_the_log_and_says_what_it_did() {
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
     let said = stdout(&o);
     let first =
-        format!("{log} -> {}: 3 blocks of {events} events stored with zstd-columns:1 (format 1.5)", out.display());
+        format!("{log} -> {}: 3 blocks of {events} events stored with zstd-columns:1 (format 1.6)", out.display());
     assert_eq!(said.lines().next(), Some(first.as_str()), "{said}");
     let (old_len, new_len) = (std::fs::metadata(&path).unwrap().len(), std::fs::metadata(&out).unwrap().len());
     assert!(said.lines().nth(1).unwrap().starts_with(&format!("{old_len} -> {new_len} bytes (")), "{said}");
@@ -758,7 +758,7 @@ fn recompress_keeps_the_log_and_says_what_it_did() {
         let read = |log: &str| {
             let o = cli(&[&[report[0], log], &report[1..]].concat());
             assert_eq!(o.status.code(), Some(0), "{report:?}: {}", stderr(&o));
-            stdout(&o).replace(log, "LOG").replace(r#""format_version": "1.5""#, r#""format_version": "1.2""#)
+            stdout(&o).replace(log, "LOG").replace(r#""format_version": "1.6""#, r#""format_version": "1.2""#)
         };
         assert_eq!(read(out.to_str().unwrap()), read(log), "{report:?}");
     }
@@ -767,6 +767,57 @@ fn recompress_keeps_the_log_and_says_what_it_did() {
     let o = cli(&["recompress", log, "-o", back.to_str().unwrap(), "--compression", "lz4"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&path).unwrap());
+}
+
+/// `info` of a columns log whose blocks hold their sizes as deltas (format 1.6) where that
+/// is smaller: one block of sizes that step up at each of three sites, one of unrelated
+/// sizes. It names both methods, lines their bytes up, and counts every allocation.
+#[test]
+fn info_names_the_columns_methods_a_log_holds() {
+    let alloc = |seq: u64, size: u64, stack: u32| Event::Alloc {
+        seq,
+        domain: 0,
+        addr: 0x10_0000 + 64 * seq,
+        size,
+        align_log2: 4,
+        stack,
+    };
+    let stepping: Vec<Event> = (0..900).map(|i| alloc(i, 200 + i / 3, 1 + (i % 3) as u32)).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let unrelated: Vec<Event> = (900..1800).map(|i| alloc(i, 16 + random() % 100_000, 1)).collect();
+    let path = temp("size-deltas.mrl");
+    let bytes = memreplay_fixtures::log_bytes_compressed(
+        &header(VERSION_MAJOR),
+        &[(1, stepping), (1, unrelated)],
+        Some(memreplay_fixtures::End { lost: 0, end_ns: 2_000 }),
+        memreplay_fixtures::PayloadCompression::Lz4Columns,
+    );
+    std::fs::write(&path, bytes).unwrap();
+    let o = cli(&["info", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("bytes")).skip(2).take(3).collect();
+    let at = |l: &str| l.find(" stored").unwrap();
+    assert!(lines[0].starts_with("  payloads "), "{text}");
+    assert!(lines[1].starts_with("    lz4-columns "), "{text}");
+    assert!(lines[2].starts_with("    lz4-columns-size-deltas "), "{text}");
+    assert!(lines.iter().all(|l| at(l) == at(lines[0])), "the byte counts line up: {text}");
+    let o = cli(&["info", "--json", path.to_str().unwrap()]);
+    let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let methods: Vec<(&str, u64)> = info["bytes"]["compression"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["method"].as_str().unwrap(), m["blocks"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(methods, [("lz4-columns", 1), ("lz4-columns-size-deltas", 1)]);
+    assert_eq!(info["events"]["alloc"], 1800, "{}", info["events"]);
 }
 
 /// A damaged log is recompressed with its damage as it was: exit 3, each damage said.

@@ -334,14 +334,14 @@ fn options_reach_the_recorder_and_children_are_not_recorded() {
         })
         .collect();
     assert!(!sizes.contains(&777), "the exec'd child was recorded");
-    // The same with the blocks' fields in columns (format 1.5): the same counts.
+    // The same with the blocks' fields in columns (format 1.6): the same counts.
     let log = dir().join("exec-columns.mrl");
     let out = record(&["-o", log.to_str().unwrap(), "--compression", "zstd-columns"], &exe, &["exec"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let (allocs, _) = program_events(&log, &exe);
     assert_eq!(allocs, tally(&stderr(&out), "allocs"), "{}", stderr(&out));
     let log = Log::open(&log).unwrap();
-    let methods = [Compression::ZstdColumns, Compression::Zstd, Compression::None];
+    let methods = [Compression::ZstdColumns, Compression::ZstdColumnsSizeDeltas, Compression::Zstd, Compression::None];
     assert!(log.blocks.iter().all(|b| methods.contains(&b.frame.compression)));
 }
 

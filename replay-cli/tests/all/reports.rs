@@ -346,7 +346,7 @@ fn summarize_json_has_every_figure() {
 }
 
 /// The whole text of `summarize` on the log (after its first line, the path).
-const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.5)
+const SUMMARY_TEXT: &str = r#"  recorded   2000-02-29 12:34:56.789 UTC, pid 7 /games/forest, by memreplay test (format 1.6)
   captured   allocations, allocation callstacks, usage changes; callstacks up to 16 frames
   duration   4.000 ms, 72 events, 2 frames (0..=1)
   threads    main (35 events), worker (10 events)
@@ -1168,7 +1168,7 @@ fn report_outputs_match_their_snapshots() {
         (copy.to_str().unwrap().to_owned(), line)
     })
     .chain(std::iter::once({
-        // And `recompress` itself, with its default method: zstd and columns, format 1.5.
+        // And `recompress` itself, with its default method: zstd and columns, format 1.6.
         let copy = temp("memory-baseline-recompressed.mrl");
         let out = Command::new(env!("CARGO_BIN_EXE_replay-cli"))
             .args(["recompress", log, "-o", copy.to_str().unwrap()])
@@ -1195,8 +1195,8 @@ fn report_outputs_match_their_snapshots() {
         if args.iter().any(|a| a.ends_with("recompressed.mrl")) {
             // The minor version `recompress` stamps (checked with `info` below).
             text = text
-                .replace("(format 1.5)", "(format 1.2)")
-                .replace(r#""format_version": "1.5""#, r#""format_version": "1.2""#);
+                .replace("(format 1.6)", "(format 1.2)")
+                .replace(r#""format_version": "1.6""#, r#""format_version": "1.2""#);
         }
         // What depends on the machine: how long symbolication took, and what it found in
         // the system's libraries.
@@ -1249,7 +1249,7 @@ fn report_outputs_match_their_snapshots() {
         if copy.ends_with("recompressed.mrl") {
             // `recompress` stamps the first minor version that has columns.
             let (old, new) = (format_line(&lz4).unwrap(), format_line(&copy_info).unwrap());
-            assert_eq!(new, old.replace("log 1.2,", "log 1.5,"), "{copy_info}");
+            assert_eq!(new, old.replace("log 1.2,", "log 1.6,"), "{copy_info}");
             copy_info = copy_info.replace(&new, &old);
         }
         assert_eq!(outside_bytes(&copy_info), outside_bytes(&lz4), "{method}");
