@@ -143,8 +143,8 @@ fn both_ways(frame: &BlockFrame, stored: &[u8]) -> (Read, Read) {
 }
 
 /// `stored` as written with a columns method, its columns changed by `change` and stored
-/// again with LZ4 (method 3), under a matching CRC: the frame for it, whose claim is
-/// `raw_delta` bytes off.
+/// again with LZ4 (method 3, or 5 where they hold sizes as deltas), under a matching CRC:
+/// the frame for it, whose claim is `raw_delta` bytes off.
 fn with_columns_changed(
     frame: &BlockFrame,
     stored: &[u8],
