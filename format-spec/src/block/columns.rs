@@ -441,6 +441,7 @@ fn size_deltas_of(
     for &tag in &cols[Tags as usize].buf[..cols[Tags as usize].len] {
         for &code in &FIELD_CODES[usize::from(tag)] {
             match code {
+                END => break,
                 SIZE_THEN_STACK => {
                     let at = sizes.position();
                     let (Ok(size), Ok(stack)) = (sizes.u64(), stacks.clone().u64()) else {
