@@ -142,13 +142,13 @@ impl PayloadCompressor {
     /// it by more than their lengths' bytes (unaligned addresses, each a bit longer in
     /// columns) is compressed as it is, with the same entropy stage.
     pub(super) fn compress(&mut self, raw: &[u8], out: &mut [u8]) -> Option<(Compression, usize)> {
-        let sizes = match self.method.columns() {
-            true => {
-                self.blob.clear();
-                columns::split(raw, &mut self.blob, &mut self.columns)
-                    .filter(|_| self.blob.len() <= raw.len() + MAX_COLUMN_LENGTHS)
-            }
-            false => None,
+        // How the columns hold the sizes, where the payload goes into columns.
+        let sizes = if self.method.columns() {
+            self.blob.clear();
+            columns::split(raw, &mut self.blob, &mut self.columns)
+                .filter(|_| self.blob.len() <= raw.len() + MAX_COLUMN_LENGTHS)
+        } else {
+            None
         };
         let Some(sizes) = sizes else {
             let n = self.entropy(raw, out, raw.len())?;
