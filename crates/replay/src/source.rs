@@ -257,7 +257,7 @@ impl IndexedLog {
 
             let mut heap = KeyHeap::default();
             for (ti, c) in cursors.iter_mut().enumerate() {
-                if let Some(k) = c.head_key(threads[ti].next_key(c.undecoded), &spare) {
+                if let Some(k) = c.head_key(|u| threads[ti].next_key(u), &spare) {
                     heap.push((k, ti));
                 }
             }
@@ -277,7 +277,7 @@ impl IndexedLog {
                 // A key read from the thread's queue stays right until the thread hands out
                 // records (decoding only appends to queues); one read from its next
                 // undecoded block is read again.
-                match if c.key_from_queue { Some(key) } else { c.head_key(threads[ti].next_key(c.undecoded), &spare) } {
+                match if c.key_from_queue { Some(key) } else { c.head_key(|u| threads[ti].next_key(u), &spare) } {
                     Some(k) if k == key && c.has_record() => {}
                     // A block came in with an earlier key, or the next block is still
                     // undecoded (or was damaged and skipped: wait for the one after).
@@ -295,7 +295,8 @@ impl IndexedLog {
                 // (At least its first record: a log with a sequence number twice must not stall.)
                 let limit = heap.second().unwrap_or(u64::MAX).min(frontier(next)).max(key + 1);
                 let before = handed_out;
-                handed_out += c.emit_run(limit, f, &spare);
+                let (n, stopped_before) = c.emit_run(limit, f, &spare);
+                handed_out += n;
                 // Progress and the sink's stop, now and then: a call per run would be one
                 // every few events with many threads.
                 if handed_out >> STOP_CHECK_SHIFT != before >> STOP_CHECK_SHIFT {
@@ -304,7 +305,13 @@ impl IndexedLog {
                         return;
                     }
                 }
-                match c.head_key(threads[ti].next_key(c.undecoded), &spare) {
+                // Where the run stopped before a record, that record's key is the thread's
+                // next; else the queue ran dry, and the key is read as at the start.
+                let head = match stopped_before {
+                    Some(k) => (k != u64::MAX).then_some(k),
+                    None => c.head_key(|u| threads[ti].next_key(u), &spare),
+                };
+                match head {
                     Some(k) => heap.replace_top(k),
                     None => heap.pop(),
                 }
@@ -703,8 +710,19 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// Drops spent blocks from the front of the queue (into `spare`).
+    /// Drops spent blocks from the front of the queue (into `spare`). The check inline,
+    /// the dropping out of line: with many threads in short runs the merge reads a
+    /// thread's queue every few events, and finds a block spent once in hundreds.
+    #[inline(always)]
     fn skip_spent(&mut self, spare: &Mutex<VecDeque<Records>>) {
+        if self.queue.front().is_some_and(|b| self.pos >= b.records.len()) {
+            self.drop_spent(spare);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_spent(&mut self, spare: &Mutex<VecDeque<Records>>) {
         while self.queue.front().is_some_and(|b| self.pos >= b.records.len()) {
             if let (Some(b), Ok(mut spare)) = (self.queue.pop_front(), spare.lock()) {
                 spare.push_back(b);
@@ -718,31 +736,41 @@ impl Cursor {
     }
 
     /// The key of what comes next on the thread: its next record, or its next undecoded
-    /// block (`next_block`); `None` when only records keyed `u64::MAX` (nothing sequenced
-    /// after them) are left.
-    fn head_key(&mut self, next_block: Option<u64>, spare: &Mutex<VecDeque<Records>>) -> Option<u64> {
+    /// block (the key `next_block` gives, asked only then); `None` when only records
+    /// keyed `u64::MAX` (nothing sequenced after them) are left.
+    #[inline(always)]
+    fn head_key(
+        &mut self,
+        next_block: impl FnOnce(usize) -> Option<u64>,
+        spare: &Mutex<VecDeque<Records>>,
+    ) -> Option<u64> {
         self.skip_spent(spare);
         self.key_from_queue = !self.queue.is_empty();
         match self.queue.front() {
             Some(b) => Some(b.records[self.pos].key).filter(|&k| k != u64::MAX),
-            None => next_block,
+            None => next_block(self.undecoded),
         }
     }
 
     /// Hands out records while their key stays below `limit` (the caller decoded every
-    /// block that could come before it). Returns how many.
+    /// block that could come before it). Returns how many, and the key of the record it
+    /// stopped before, if it stopped before one (its queue's front: what `head_key` would
+    /// read); `None` if its queue ran dry.
     // Its own function, the replay loop: inlined into `replay_with` (as it was once the
     // merge took decoded blocks one at a time), the merge thread ran 4.4 % more
     // instructions on `replay_throughput`'s 2 M-event log (callgrind).
     #[inline(never)]
-    fn emit_run(&mut self, limit: u64, f: &mut impl EventSink, spare: &Mutex<VecDeque<Records>>) -> u64 {
+    fn emit_run(&mut self, limit: u64, f: &mut impl EventSink, spare: &Mutex<VecDeque<Records>>) -> (u64, Option<u64>) {
         let thread = self.thread;
         let mut n = 0;
         loop {
-            self.skip_spent(spare);
-            let Some(block) = self.queue.front() else { return n };
+            let Some(block) = self.queue.front() else { return (n, None) };
             let records = &block.records;
             let start = self.pos;
+            if start >= records.len() {
+                self.drop_spent(spare);
+                continue;
+            }
             // The records this run will announce, loaded ahead for the next run: on a
             // log whose threads take turns every few events, each thread's queue is one
             // of many read a few records at a time, which the hardware does not follow
@@ -764,8 +792,9 @@ impl Cursor {
             }
             n += (i - start) as u64;
             self.pos = i;
-            if i < records.len() {
-                return n;
+            if let Some(r) = records.get(i) {
+                self.key_from_queue = true;
+                return (n, Some(r.key));
             }
         }
     }
