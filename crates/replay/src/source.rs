@@ -308,7 +308,7 @@ impl IndexedLog {
                 // Where the run stopped before a record, that record's key is the thread's
                 // next; else the queue ran dry, and the key is read as at the start.
                 let head = match stopped_before {
-                    Some(k) => (k != u64::MAX).then_some(k),
+                    Some(k) => merged_key(k),
                     None => c.head_key(|u| threads[ti].next_key(u), &spare),
                 };
                 match head {
@@ -568,8 +568,15 @@ impl ThreadBlocks {
     /// Ordering key of the thread's next undecoded block; `None` when none is left, or
     /// the next one sorts last (its records come out with the tails).
     fn next_key(&self, undecoded: usize) -> Option<u64> {
-        (undecoded > 0).then(|| self.blocks[self.blocks.len() - undecoded].2).filter(|&k| k != u64::MAX)
+        (undecoded > 0).then(|| self.blocks[self.blocks.len() - undecoded].2).and_then(merged_key)
     }
+}
+
+/// A record's key as the merge orders it: `None` for `u64::MAX`, which records with no
+/// sequenced event after them carry (they come out last, with the tails).
+#[inline(always)]
+fn merged_key(key: u64) -> Option<u64> {
+    (key != u64::MAX).then_some(key)
 }
 
 thread_local! {
@@ -747,7 +754,7 @@ impl Cursor {
         self.skip_spent(spare);
         self.key_from_queue = !self.queue.is_empty();
         match self.queue.front() {
-            Some(b) => Some(b.records[self.pos].key).filter(|&k| k != u64::MAX),
+            Some(b) => merged_key(b.records[self.pos].key),
             None => next_block(self.undecoded),
         }
     }
