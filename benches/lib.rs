@@ -200,6 +200,17 @@ pub struct HeaptrackFile {
     pub allocations: Option<u64>,
 }
 
+/// What `replay-cli summarize LOG` does (`--no-symbols` when `no_symbols`), as the JSON
+/// report: for a bench's child process, whose peak memory the bench measures. The
+/// process first lets big blocks go back to the system, as `replay-cli` does.
+pub fn summarize_as_replay_cli(log: &str, no_symbols: bool) -> String {
+    use memreplay_report::{Progress, ReportOptions, SymbolOptions};
+    memreplay_replay::return_big_blocks_to_the_system();
+    let opts = ReportOptions { json: true, ..ReportOptions::new(log) };
+    let symbols = SymbolOptions { disabled: no_symbols, ..Default::default() };
+    memreplay_report::run_summarize(&opts, &symbols, Progress::Hidden).expect("summarize")
+}
+
 /// Reads heaptrack's file at `path` (`.zst`, or uncompressed).
 pub fn heaptrack_file(path: &std::path::Path) -> HeaptrackFile {
     use std::io::BufRead;

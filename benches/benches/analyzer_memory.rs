@@ -39,8 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use memreplay_benches::{heaptrack_file, json_program, log_prefix, HeaptrackFile};
-use memreplay_report::{self as report, Progress, ReportOptions, SymbolOptions};
+use memreplay_benches::{heaptrack_file, json_program, log_prefix, summarize_as_replay_cli, HeaptrackFile};
 use serde_json::Value;
 
 #[global_allocator]
@@ -191,12 +190,7 @@ fn main() {
         return;
     }
     if let Some(log) = arg("--summarize") {
-        // As `replay-cli` does.
-        memreplay_replay::return_big_blocks_to_the_system();
-        let opts = ReportOptions { json: true, ..ReportOptions::new(log) };
-        let symbols = SymbolOptions { disabled: std::env::args().any(|a| a == "--no-symbols"), ..Default::default() };
-        let text = report::run_summarize(&opts, &symbols, Progress::Hidden).expect("summarize");
-        print!("{text}");
+        print!("{}", summarize_as_replay_cli(&log, std::env::args().any(|a| a == "--no-symbols")));
         return;
     }
     // `cargo test --benches` runs this too: keep it small there.

@@ -26,6 +26,13 @@
 //! Each heaptrack file's allocation calls (its `+` lines) are checked against the
 //! program's: heaptrack exits 0 even when its interpreter lost the end of the run.
 //!
+//! Then the analyzers (issue 17's target 1 on these programs): the peak RSS and wall time
+//! of `summarize` (this binary with `--summarize LOG`: the library call `replay-cli
+//! summarize` makes, symbols included) on the last run's log of `memreplay, fp stacks`,
+//! and of `heaptrack_print` on heaptrack's file of the same build, medians of `RUNS`
+//! fresh processes each, interleaved; `heaptrack_print` only where heaptrack's file
+//! records the whole run.
+//!
 //! `cargo bench -p memreplay-benches --bench preload_overhead` (`-- --iterations N`
 //! changes the work per thread, `-- --threads N` the threads, `-- --runs N` the runs).
 //! `cargo test --benches` runs it as a smoke test: 10,000 iterations (20,000 churn steps),
@@ -85,9 +92,10 @@ fn program(source: &str, frame_pointers: &str) -> PathBuf {
     out
 }
 
-/// Runs `cmd` to its end: (wall seconds, CPU seconds of it and its waited-for children).
+/// Runs `cmd` to its end: (wall seconds, CPU seconds of it and its waited-for children,
+/// peak RSS in bytes of its largest process).
 #[allow(clippy::zombie_processes)]
-fn measure(cmd: &mut Command) -> (f64, f64) {
+fn measure(cmd: &mut Command) -> (f64, f64, u64) {
     let start = Instant::now();
     let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let mut status = 0;
@@ -98,8 +106,12 @@ fn measure(cmd: &mut Command) -> (f64, f64) {
     let wall = start.elapsed().as_secs_f64();
     assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed");
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (wall, secs(usage.ru_utime) + secs(usage.ru_stime))
+    (wall, secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss as u64 * 1024)
 }
+
+/// A setup: its name, `MEMREPLAY_OPTIONS` (none: not recorded by memreplay), which
+/// build (0 with frame pointers, 1 without), and whether it preloads the baseline library.
+type Setup = (&'static str, Option<&'static str>, usize, bool);
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -107,6 +119,11 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    // The analyzers' half: this binary as `replay-cli summarize LOG`, in its own process.
+    if let Some(log) = arg_text("--summarize") {
+        memreplay_benches::summarize_as_replay_cli(&log, false);
+        return;
+    }
     // `cargo test --benches` runs this too (no `--bench`): one small run of each setup.
     let smoke = !std::env::args().any(|a| a == "--bench");
     let iterations = arg("--iterations", if smoke { 10_000 } else { 100_000 });
@@ -137,9 +154,8 @@ fn main() {
     // Events: threads × iterations × (4 allocations + 1 realloc + 4 frees); churn.c: 2
     // threads × ops × (1 allocation + 1 free).
     let events = if churn { 4.0 * ops as f64 } else { threads as f64 * iterations as f64 * 9.0 };
-    // (name, MEMREPLAY_OPTIONS, which build: 0 with frame pointers, 1 without, the
-    // baseline library rather than `lib`). Each build's plain run comes first.
-    let mut setups: Vec<(&str, Option<&str>, usize, bool)> = vec![
+    // Each build's plain run comes first.
+    let mut setups: Vec<Setup> = vec![
         ("plain", None, 0, false),
         ("memreplay, fp stacks", Some("unwind=fp"), 0, false),
         ("memreplay, fp stacks, zstd", Some("unwind=fp,compression=zstd"), 0, false),
@@ -174,7 +190,11 @@ fn main() {
         f.push(".zst");
         PathBuf::from(f)
     };
-    for _ in 0..runs {
+    // The last run's logs of the frame-pointer build's default recording and of heaptrack
+    // on it, for the analyzers.
+    let kept_log = dir.join(format!("memreplay-preload-bench-{}-kept.mrl", std::process::id()));
+    let kept_heaptrack = dir.join(format!("memreplay-preload-bench-{}-kept-heaptrack.zst", std::process::id()));
+    for run in 0..runs {
         for (i, (name, options, build, old)) in setups.iter().enumerate() {
             let exe = &exes[*build];
             let mut cmd = if name.starts_with("heaptrack") {
@@ -192,13 +212,20 @@ fn main() {
                 let lib = if *old { baseline.as_ref().unwrap() } else { &lib };
                 cmd.env("LD_PRELOAD", lib).env("MEMREPLAY_LOG", &log).env("MEMREPLAY_OPTIONS", o);
             }
-            let (wall, cpu) = measure(&mut cmd);
+            let (wall, cpu, _) = measure(&mut cmd);
             figures[i].0.push(wall);
             figures[i].1.push(cpu);
             let written = if name.starts_with("heaptrack") { Some(&heaptrack_file) } else { options.map(|_| &log) };
             log_bytes[i] = written.and_then(|f| std::fs::metadata(f).ok()).map(|m| m.len());
             if name.starts_with("heaptrack") && heaptrack_calls[i].is_none() {
                 heaptrack_calls[i] = memreplay_benches::heaptrack_file(&heaptrack_file).allocations;
+            }
+            if run + 1 == runs {
+                match *name {
+                    "memreplay, fp stacks" => std::fs::copy(&log, &kept_log).map(drop).expect("the log is kept"),
+                    "heaptrack" => std::fs::copy(&heaptrack_file, &kept_heaptrack).map(drop).expect("the file is kept"),
+                    _ => {}
+                }
             }
         }
     }
@@ -251,11 +278,65 @@ fn main() {
             None => {}
         }
     }
+    let heaptrack_whole = match setups.iter().position(|s| s.0 == "heaptrack").and_then(|i| heaptrack_calls[i]) {
+        _ if !have_heaptrack => {
+            println!("analyzers: heaptrack is not installed: summarize alone");
+            false
+        }
+        Some(n) if n >= calls => true,
+        n => {
+            let n = n.map_or("none".to_owned(), |n| n.to_string());
+            println!(
+                "analyzers: heaptrack's file records {n} of {calls} allocation calls: heaptrack_print not compared"
+            );
+            false
+        }
+    };
+    analyzers(&kept_log, heaptrack_whole.then_some(kept_heaptrack.as_path()), runs);
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(heaptrack_file);
+    let _ = std::fs::remove_file(&kept_log);
+    let _ = std::fs::remove_file(&kept_heaptrack);
     for (exe, given) in exes.iter().zip(&prebuilt) {
         if given.is_none() {
             let _ = std::fs::remove_file(exe);
         }
     }
+}
+
+/// Issue 17's target 1 on this program: the peak RSS and wall time of `summarize` (this
+/// binary's `--summarize`, the library call `replay-cli summarize` makes, symbols
+/// included) on `log`, and of `heaptrack_print` on `heaptrack` (heaptrack's file of the
+/// same run, given only if it records the whole run), each the median of `runs` fresh
+/// processes, interleaved.
+fn analyzers(log: &Path, heaptrack: Option<&Path>, runs: usize) {
+    let exe = std::env::current_exe().unwrap();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        ours.push(measure(Command::new(&exe).arg("--summarize").arg(log)));
+        if let Some(file) = heaptrack {
+            theirs.push(measure(Command::new("heaptrack_print").arg(file)));
+        }
+    }
+    let mib = |b: f64| b / (1 << 20) as f64;
+    let figures = |v: &[(f64, f64, u64)]| {
+        let (mut wall, mut rss): (Vec<f64>, Vec<f64>) = v.iter().map(|&(w, _, r)| (w, r as f64)).unzip();
+        (median(&mut wall), median(&mut rss))
+    };
+    let (wall, rss) = figures(&ours);
+    print!(
+        "analyzers, on the last run's log of `memreplay, fp stacks`{}: summarize {:.1} MiB peak RSS, {wall:.2} s",
+        if theirs.is_empty() { "" } else { " and heaptrack's file" },
+        mib(rss)
+    );
+    if !theirs.is_empty() {
+        let (h_wall, h_rss) = figures(&theirs);
+        print!(
+            "; heaptrack_print {:.1} MiB, {h_wall:.2} s: {:.2}x its memory, {:.2}x its time",
+            mib(h_rss),
+            rss / h_rss,
+            wall / h_wall
+        );
+    }
+    println!(" (medians of {runs})");
 }
