@@ -29,6 +29,15 @@
 //!
 //! A billion-event play session (a 6.3 GB log, 2–3.5 minutes to generate on 2 cores):
 //! `-- --runs 0 --rss-events 100000000,1000000000 --level-frames 100 --keep DIR`
+//!
+//! What a log's threads cost the analyzer, apart from what the program did on them:
+//! `-- --one-thread LOG` (with `--runs R`, default 3, and `--keep DIR`) writes LOG's
+//! events in their global order as one thread's stream, checks that the copy replays to
+//! the same live, peak and total figures, then times `summarize` (without symbols) of LOG
+//! and of the copy in interleaved pairs. The copy holds the same allocations, frees and
+//! live set; it lacks what only means something per thread (context pushes, pops and
+//! attaches, which it counts and drops), a realloc becomes its free and its allocation,
+//! and time records that would go back are dropped. It reads the whole log into memory.
 
 use std::collections::VecDeque;
 use std::io::BufWriter;
@@ -36,7 +45,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use memreplay_benches::{game_size, rss, Rng};
-use memreplay_format::{Event, EventEncoder, FileHeader, LogWriter, HEAP_DOMAIN};
+use memreplay_format::{merge_by_seq, Event, EventEncoder, FileHeader, Log, LogWriter, Part, HEAP_DOMAIN};
 use memreplay_report::{self as report, Progress, ReportKind, ReportOptions};
 
 /// Addresses as malloc hands them out: the last block freed of a size class first, else
@@ -240,6 +249,134 @@ fn summarize(log: &Path) -> (f64, usize) {
     (start.elapsed().as_secs_f64(), out.len())
 }
 
+/// What `one_thread_copy` left out or changed, to print with the timings.
+#[derive(Default)]
+struct OneThreadCopy {
+    events: u64,
+    contexts_dropped: u64,
+    reallocs_split: u64,
+    times_dropped: u64,
+}
+
+/// Writes the events of `log` in their global order (as the analyzer merges them) as
+/// stream 1 of a new log at `out`: see the module's notes for what it leaves out.
+fn one_thread_copy(log: &Path, out: &Path) -> OneThreadCopy {
+    let read = Log::open(log).unwrap_or_else(|e| panic!("read {}: {e}", log.display()));
+    assert!(read.report.is_clean(), "{} is damaged: compare whole logs only", log.display());
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(out).expect("create the copy"));
+    let mut w = LogWriter::new(file, &read.header).expect("write the copy's header");
+    // Stream 0's records (modules, process memory: the recorder's metadata) stay there.
+    let (mut enc, mut metadata) = (EventEncoder::new(), EventEncoder::new());
+    let mut copy = OneThreadCopy::default();
+    let mut last_ns = 0;
+    for item in merge_by_seq(&read.blocks) {
+        if item.thread == 0 {
+            metadata.push(item.event);
+            copy.events += 1;
+            if metadata.len() >= BLOCK_BYTES {
+                w.write_block(0, &mut metadata).expect("write a metadata block");
+            }
+            continue;
+        }
+        match (item.event, item.part) {
+            (Event::ContextPush { .. } | Event::ContextPop | Event::AttachPush { .. }, _) => {
+                copy.contexts_dropped += 1;
+                continue;
+            }
+            (&Event::Time { ns }, _) if ns < last_ns => {
+                copy.times_dropped += 1;
+                continue;
+            }
+            (&Event::Time { ns }, _) => {
+                last_ns = ns;
+                enc.push(item.event);
+            }
+            (&Event::Realloc { free_seq, old_addr, .. }, Part::ReallocFree) => {
+                copy.reallocs_split += 1;
+                enc.push(&Event::Free { seq: free_seq, domain: HEAP_DOMAIN, addr: old_addr, stack: 0 });
+            }
+            (&Event::Realloc { seq, new_addr, new_size, align_log2, stack, .. }, _) => {
+                let e = Event::Alloc { seq, domain: HEAP_DOMAIN, addr: new_addr, size: new_size, align_log2, stack };
+                enc.push(&e);
+            }
+            (e, _) => enc.push(e),
+        }
+        copy.events += 1;
+        if enc.len() >= BLOCK_BYTES {
+            w.write_block(1, &mut enc).expect("write a block");
+        }
+    }
+    w.write_block(1, &mut enc).expect("write a block");
+    w.write_block(0, &mut metadata).expect("write the metadata block");
+    w.finish(0, last_ns).expect("finish the copy");
+    copy
+}
+
+/// `--one-thread LOG`: `summarize` of `log` against the same events on one thread.
+fn threads_cost(log: &Path, dir: &Path, runs: usize) {
+    let stem = log.file_stem().map_or("log".into(), |s| s.to_string_lossy().into_owned());
+    let copy_path = dir.join(format!("{stem}-one-thread.mrl"));
+    let copy = one_thread_copy(log, &copy_path);
+    println!(
+        "wrote {} ({} events; dropped {} context events and {} time records that went back; split {} reallocs)",
+        copy_path.display(),
+        copy.events,
+        copy.contexts_dropped,
+        copy.times_dropped,
+        copy.reallocs_split
+    );
+    let (mut many, mut one, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    // Without symbols: resolving the callstacks' addresses costs the same on both.
+    let timed = |log: &Path| {
+        let start = Instant::now();
+        let json = memreplay_benches::summarize_as_replay_cli(&log.display().to_string(), true);
+        (start.elapsed().as_secs_f64(), json)
+    };
+    let (_, original) = timed(log);
+    let (_, copied) = timed(&copy_path);
+    let (a, b) = (heap_figures(&original, copy.reallocs_split == 0), heap_figures(&copied, copy.reallocs_split == 0));
+    assert_eq!(a, b, "the one-thread copy does not replay to the same figures: not the same events");
+    for run in 1..=runs {
+        // In turns, the first of each pair alternating.
+        let (a, b) = if run % 2 == 1 {
+            let a = timed(log).0;
+            (a, timed(&copy_path).0)
+        } else {
+            let b = timed(&copy_path).0;
+            (timed(log).0, b)
+        };
+        println!("run {run}: {a:.3} s, one thread {b:.3} s");
+        many.push(a);
+        one.push(b);
+        ratios.push(a / b);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "RESULT threads_cost {:.3} s against {:.3} s on one thread: {:.3}x (medians of {runs}, interleaved)",
+        median(&mut many),
+        median(&mut one),
+        median(&mut ratios)
+    );
+}
+
+/// Each domain's name, live, peak and (with `totals`) total figures in `summarize`'s JSON:
+/// what a log's events add up to, whichever threads made them.
+fn heap_figures(json: &str, totals: bool) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(json).expect("summarize's JSON");
+    let domains = v["domains"].as_array().expect("summarize's domains");
+    domains
+        .iter()
+        .map(|d| {
+            let peak = (&d["peak"]["bytes"], &d["peak"]["count"]);
+            let total = if totals { d["total"].to_string() } else { String::new() };
+            format!("{} live {} peak {} {} total {total}", d["domain"]["name"], d["live"], peak.0, peak.1)
+        })
+        .collect()
+}
+
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
@@ -311,6 +448,13 @@ fn main() {
     let dir = keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("replay-bench-{}", std::process::id())));
     std::fs::create_dir_all(&dir).expect("create the log folder");
 
+    if let Some(log) = arg("--one-thread") {
+        threads_cost(Path::new(&log), &dir, runs.max(1));
+        if keep.is_none() {
+            std::fs::remove_dir_all(&dir).ok();
+        }
+        return;
+    }
     if runs > 0 {
         let log = log_for(&dir, events, shape);
         let n = events_in(&log);
@@ -324,6 +468,10 @@ fn main() {
         times.sort_by(f64::total_cmp);
         let median = times[times.len() / 2];
         println!("RESULT summarize_events_per_s {:.0} (median of {runs}, {n} events)", n as f64 / median);
+        if smoke {
+            // The smoke run checks `--one-thread` too: its copy replays to the same figures.
+            threads_cost(&log, &dir, 1);
+        }
     }
 
     for &events in &rss_events {
