@@ -334,7 +334,8 @@ fn threads_cost(log: &Path, dir: &Path, runs: usize) {
     };
     let (_, original) = timed(log);
     let (_, copied) = timed(&copy_path);
-    let (a, b) = (heap_figures(&original, copy.reallocs_split == 0), heap_figures(&copied, copy.reallocs_split == 0));
+    let (a, b) =
+        (domain_figures(&original, copy.reallocs_split == 0), domain_figures(&copied, copy.reallocs_split == 0));
     assert_eq!(a, b, "the one-thread copy does not replay to the same figures: not the same events");
     for run in 1..=runs {
         // In turns, the first of each pair alternating.
@@ -350,10 +351,6 @@ fn threads_cost(log: &Path, dir: &Path, runs: usize) {
         one.push(b);
         ratios.push(a / b);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!(
         "RESULT threads_cost {:.3} s against {:.3} s on one thread: {:.3}x (medians of {runs}, interleaved)",
         median(&mut many),
@@ -362,9 +359,14 @@ fn threads_cost(log: &Path, dir: &Path, runs: usize) {
     );
 }
 
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Each domain's name, live, peak and (with `totals`) total figures in `summarize`'s JSON:
 /// what a log's events add up to, whichever threads made them.
-fn heap_figures(json: &str, totals: bool) -> Vec<String> {
+fn domain_figures(json: &str, totals: bool) -> Vec<String> {
     let v: serde_json::Value = serde_json::from_str(json).expect("summarize's JSON");
     let domains = v["domains"].as_array().expect("summarize's domains");
     domains
@@ -465,9 +467,7 @@ fn main() {
             println!("run {run}: summarize of {n} events in {secs:.3} s: {rate:.1} M events/s ({text} bytes of text)");
             times.push(secs);
         }
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
-        println!("RESULT summarize_events_per_s {:.0} (median of {runs}, {n} events)", n as f64 / median);
+        println!("RESULT summarize_events_per_s {:.0} (median of {runs}, {n} events)", n as f64 / median(&mut times));
         if smoke {
             // The smoke run checks `--one-thread` too: its copy replays to the same figures.
             threads_cost(&log, &dir, 1);
