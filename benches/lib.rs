@@ -201,14 +201,20 @@ pub struct HeaptrackFile {
 }
 
 /// What `replay-cli summarize LOG` does (`--no-symbols` when `no_symbols`), as the JSON
-/// report: for a bench's child process, whose peak memory the bench measures. The
-/// process first lets big blocks go back to the system, as `replay-cli` does.
+/// report: in a bench's child process, whose peak memory the bench measures, or timed in
+/// the bench's own. Big blocks first go back to the system, as `replay-cli` has them.
 pub fn summarize_as_replay_cli(log: &str, no_symbols: bool) -> String {
     use memreplay_report::{Progress, ReportOptions, SymbolOptions};
     memreplay_replay::return_big_blocks_to_the_system();
     let opts = ReportOptions { json: true, ..ReportOptions::new(log) };
     let symbols = SymbolOptions { disabled: no_symbols, ..Default::default() };
     memreplay_report::run_summarize(&opts, &symbols, Progress::Hidden).expect("summarize")
+}
+
+/// The median of `v` (sorted in place; the upper one of an even count).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// Reads heaptrack's file at `path` (`.zst`, or uncompressed).

@@ -48,6 +48,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use memreplay_benches::median;
+
 const RUNS: usize = 5;
 
 fn arg_text(name: &str) -> Option<String> {
@@ -112,11 +114,6 @@ fn measure(cmd: &mut Command) -> (f64, f64, u64) {
 /// A setup: its name, `MEMREPLAY_OPTIONS` (none: not recorded by memreplay), which
 /// build (0 with frame pointers, 1 without), and whether it preloads the baseline library.
 type Setup = (&'static str, Option<&'static str>, usize, bool);
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn main() {
     // The analyzers' half: this binary as `replay-cli summarize LOG`, in its own process.

@@ -44,7 +44,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use memreplay_benches::{game_size, rss, Rng};
+use memreplay_benches::{game_size, median, rss, Rng};
 use memreplay_format::{merge_by_seq, Event, EventEncoder, FileHeader, Log, LogWriter, Part, HEAP_DOMAIN};
 use memreplay_report::{self as report, Progress, ReportKind, ReportOptions};
 
@@ -357,11 +357,6 @@ fn threads_cost(log: &Path, dir: &Path, runs: usize) {
         median(&mut one),
         median(&mut ratios)
     );
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Each domain's name, live, peak and (with `totals`) total figures in `summarize`'s JSON:
