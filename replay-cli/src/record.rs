@@ -12,7 +12,9 @@
 //!
 //! Children: the preloaded recorder takes its variables and its `LD_PRELOAD` entry out
 //! of the environment once started, so what the program executes is not recorded, and a
-//! child of `fork` records nothing. One log, of the program itself.
+//! child of `fork` records nothing. One log, of the program itself. A program that
+//! replaces itself with `exec` leaves its log cut off there: once it has exited, this
+//! command reads the log's frames and warns when the end-of-log record is missing.
 //!
 //! Calls after the log ended: the library's destructor ends the log, and the destructors
 //! of the libraries initialised before it (libstdc++'s, the C library's) run later. The
@@ -140,7 +142,15 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
     };
     match std::fs::metadata(&output) {
         Ok(m) if m.len() > 0 => {
-            eprintln!("replay-cli: recorded {} into {} ({} bytes)", path.display(), output.display(), m.len())
+            eprintln!("replay-cli: recorded {} into {} ({} bytes)", path.display(), output.display(), m.len());
+            if ends_with_its_record(&output) == Some(false) {
+                eprintln!(
+                    "replay-cli: warning: {} is cut off (no end-of-log record): the program ended without \
+                     finishing its recording, by exec (what it ran then is not recorded: record that program \
+                     itself), _exit, or a signal it cannot catch (abort, SIGKILL); reports read what was written and say what was lost",
+                    output.display()
+                );
+            }
         }
         _ => eprintln!(
             "replay-cli: warning: {} is empty: the program recorded nothing (it may have ended before its \
@@ -152,6 +162,16 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
         eprintln!("replay-cli: {line}");
     }
     Ok(code)
+}
+
+/// Whether the log at `path` ends with its end-of-log record, read frame by frame
+/// without decoding a block; `None` if it cannot be read as a log at all (a program that
+/// records itself and failed to start, say: the line before has said how big it is).
+fn ends_with_its_record(path: &Path) -> Option<bool> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader = memreplay_format::LogReader::new(std::io::BufReader::with_capacity(1 << 20, file)).ok()?;
+    while reader.next_frame().ok()?.is_some() {}
+    Some(reader.report().end.is_some())
 }
 
 /// The counts the preloaded library keeps of the calls made after the log ended: shared

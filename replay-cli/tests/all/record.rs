@@ -210,10 +210,35 @@ fn the_exit_status_is_passed_through() {
     let exe = build("exit_with.c", "exit_with", &["-O1"]);
     let log = dir().join("exit.mrl");
     let o = log.to_str().unwrap();
-    assert_eq!(record(&["-o", o], &exe, &["exit", "3"]).status.code(), Some(3));
-    assert_eq!(record(&["-o", o], &exe, &[]).status.code(), Some(0));
+    for (args, code) in [(&["exit", "3"][..], 3), (&[][..], 0)] {
+        let out = record(&["-o", o], &exe, args);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        // The recorder finished the log: nothing to warn of.
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        assert!(Log::open(&log).unwrap().report.end.is_some());
+    }
+    // abort() kills the program before the recorder can end its log: `record` says so.
     let aborted = record(&["-o", o], &exe, &["abort"]);
     assert_eq!(aborted.status.code(), Some(128 + 6), "{}", stderr(&aborted));
+    assert!(stderr(&aborted).contains("is cut off (no end-of-log record)"), "{}", stderr(&aborted));
+    assert!(Log::open(&log).unwrap().report.end.is_none());
+}
+
+#[test]
+fn a_program_that_replaces_itself_with_exec_is_recorded_up_to_the_exec_and_record_says_so() {
+    // What a launch script's last line does: the shell execs the program in its place. The
+    // shell's log stops there without its end-of-log record; the program it ran is not
+    // recorded (the recorder took itself out of the environment), so it makes no log.
+    let log = dir().join("exec-in-place.mrl");
+    let out = record(&["-o", log.to_str().unwrap()], Path::new("/bin/sh"), &["-c", "exec /bin/true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("is cut off (no end-of-log record)") && said.contains("by exec"), "{said}");
+    let read = Log::open(&log).unwrap();
+    assert!(read.report.end.is_none() && read.report.damage.is_empty(), "{:?}", read.report);
+    // The shell's own log: its executable, not /bin/true's.
+    let shell = std::fs::canonicalize("/bin/sh").unwrap();
+    assert_eq!(Path::new(&read.header.exe_path), shell, "{:?}", read.header);
 }
 
 #[test]
