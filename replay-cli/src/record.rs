@@ -169,7 +169,7 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
 /// records itself and failed to start, say: the line before has said how big it is).
 fn ends_with_its_record(path: &Path) -> Option<bool> {
     let file = std::fs::File::open(path).ok()?;
-    let mut reader = memreplay_format::LogReader::new(std::io::BufReader::with_capacity(1 << 20, file)).ok()?;
+    let mut reader = memreplay_format::LogReader::new(file).ok()?;
     while reader.next_frame().ok()?.is_some() {}
     Some(reader.report().end.is_some())
 }
