@@ -147,7 +147,8 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
                 eprintln!(
                     "replay-cli: warning: {} is cut off (no end-of-log record): the program ended without \
                      finishing its recording, by exec (what it ran then is not recorded: record that program \
-                     itself), _exit, or a signal it cannot catch (abort, SIGKILL); reports read what was written and say what was lost",
+                     itself), _exit, or a signal it cannot catch (abort, SIGKILL); reports read what was \
+                     written and say what was lost",
                     output.display()
                 );
             }
@@ -165,8 +166,7 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
 }
 
 /// Whether the log at `path` ends with its end-of-log record, read frame by frame
-/// without decoding a block; `None` if it cannot be read as a log at all (a program that
-/// records itself and failed to start, say: the line before has said how big it is).
+/// without decoding a block; `None` if it cannot be read as a log at all.
 fn ends_with_its_record(path: &Path) -> Option<bool> {
     let file = std::fs::File::open(path).ok()?;
     let mut reader = memreplay_format::LogReader::new(file).ok()?;
