@@ -230,10 +230,31 @@ fn set_memory_ceiling(flag: Option<u64>) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Lets this process open as many files as its hard limit allows. The symbolizer keeps
+/// each binary it loads open, to read its DWARF as lookups need it, and a program maps
+/// hundreds of libraries where the soft limit is often 1,024 (a binary it could not open
+/// would be reported unreadable, its frames unnamed). Not for `record`: the program it
+/// runs keeps the limits it was given (raising them changes what `select` can serve).
+/// Best effort: where the limit cannot be raised, the reports name any binary that
+/// could not be opened.
+fn raise_open_file_limit() {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `r` is a valid rlimit for getrlimit to fill in and for setrlimit to read.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     memreplay_replay::return_big_blocks_to_the_system();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    if !matches!(cli.command, Command::Record(_)) {
+        raise_open_file_limit();
+    }
     if let Err(e) = set_memory_ceiling(cli.max_memory) {
         eprintln!("replay-cli: {e}");
         return ExitCode::from(EXIT_ERROR);

@@ -301,6 +301,9 @@ impl UnnamedSites {
 
     /// How to name them, if anything can.
     fn fix(&self) -> Option<String> {
+        if self.reasons.iter().any(|r| r.reason == Reason::TooManyOpenFiles) {
+            return Some("to name them: allow more open files (`ulimit -n`, the hard limit)".into());
+        }
         let files = self.reasons.iter().find(|r| {
             matches!(
                 r.reason,
@@ -419,5 +422,39 @@ mod tests {
         let low = symbolizer(vec![module(0, "/lib/low.so", 5)]);
         let Naming::Unmatched(cover) = naming(&sx, false, &e, &low).0 else { panic!() };
         assert!(cover.covers(None) && cover.covers(Some(&game(3))), "outside every module: it may be any site");
+    }
+
+    /// What the note tells a user to do: give the binaries, or, when the analyzer ran out
+    /// of descriptors before it could open them, allow more open files.
+    #[test]
+    fn the_fix_fits_the_reason() {
+        let reason = |reason| UnnamedReason {
+            reason,
+            module: Some("/lib/libpart9.so".into()),
+            build_id: None,
+            sites: 1,
+            bytes: 64,
+        };
+        let note = |reasons| UnnamedSites {
+            sites: 1,
+            allocations: 1,
+            bytes: 64,
+            reasons,
+            compared: 0,
+            left_out: 1,
+            other_sites_left_out: 0,
+        };
+        let missing = note(vec![reason(Reason::BinaryNotFound)]);
+        assert_eq!(
+            missing.fix().as_deref(),
+            Some("to name them: --symbols DIR, with the binary of the build that was recorded, or its debug file, in DIR")
+        );
+        let out_of_files = note(vec![reason(Reason::BinaryNotFound), reason(Reason::TooManyOpenFiles)]);
+        let text = out_of_files.text("before", "after", false);
+        assert!(
+            text.contains("  libpart9.so: too many open files (recorded as /lib/libpart9.so): 1 site, 64 B\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("  to name them: allow more open files (`ulimit -n`, the hard limit)\n"), "{text}");
     }
 }

@@ -38,6 +38,17 @@ pub enum LoadError {
     BuildIdMismatch(PathBuf),
     /// A file was found but is not an object file this build reads.
     Unreadable(PathBuf, String),
+    /// A file was found but could not be opened: the process (or the system) has as many
+    /// files open as it may.
+    TooManyOpenFiles(PathBuf),
+}
+
+/// Whether opening (or duplicating) a file's descriptor failed for want of a descriptor
+/// (`EMFILE`, `ENFILE`), not because of the file.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    const EMFILE: i32 = 24;
+    const ENFILE: i32 = 23;
+    matches!(e.raw_os_error(), Some(EMFILE | ENFILE))
 }
 
 /// One function symbol: start, size (0: unknown, up to the next symbol), name.
@@ -151,7 +162,7 @@ impl Binary {
 /// at a time (see `dwarf_context`); the file stays open while the binary is loaded.
 pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Binary, LoadError> {
     let mut mismatch = None;
-    let mut unreadable = None;
+    let mut failed = None;
     let debug_dirs: Vec<PathBuf> =
         dirs.iter().cloned().chain(system_debug.then(|| PathBuf::from(SYSTEM_DEBUG_DIR))).collect();
     for path in binary_candidates(module, dirs) {
@@ -160,8 +171,9 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
         }
         let file = match ObjectFile::open(&path) {
             Ok(f) => f,
+            Err(e) if out_of_descriptors(&e) => return Err(LoadError::TooManyOpenFiles(path)),
             Err(e) => {
-                unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
+                failed.get_or_insert(LoadError::Unreadable(path, e.to_string()));
                 continue;
             }
         };
@@ -169,7 +181,7 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
         let obj = match object::File::parse(&cache) {
             Ok(o) => o,
             Err(e) => {
-                unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
+                failed.get_or_insert(LoadError::Unreadable(path, e.to_string()));
                 continue;
             }
         };
@@ -181,8 +193,9 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
         match dwarf_context(&obj, &file.dwarf, file.len) {
             Ok(Some(dwarf)) => return Ok(Binary { path, debug_path: None, dwarf: Some(dwarf), symbols }),
             Ok(None) => {}
+            Err(e) if out_of_descriptors(&e) => return Err(LoadError::TooManyOpenFiles(path)),
             Err(e) => {
-                unreadable.get_or_insert(LoadError::Unreadable(path, e.to_string()));
+                failed.get_or_insert(LoadError::Unreadable(path, e.to_string()));
                 continue;
             }
         }
@@ -192,7 +205,7 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
         drop(obj);
         drop(cache);
         for debug in debug_candidates(module, &path, link.as_deref(), &debug_dirs) {
-            if let Some((dwarf, debug_symbols)) = load_debug_file(module, &debug) {
+            if let Some((dwarf, debug_symbols)) = load_debug_file(module, &debug)? {
                 let symbols = if symbols.is_empty() { debug_symbols } else { symbols };
                 return Ok(Binary { path, debug_path: Some(debug), dwarf: Some(dwarf), symbols });
             }
@@ -202,12 +215,12 @@ pub fn load(module: &Module, dirs: &[PathBuf], system_debug: bool) -> Result<Bin
     // No binary: a debug file filed by build id has all that is needed.
     if !module.build_id.is_empty() {
         for debug in build_id_paths(&module.build_id, &debug_dirs, ".debug") {
-            if let Some((dwarf, symbols)) = load_debug_file(module, &debug) {
+            if let Some((dwarf, symbols)) = load_debug_file(module, &debug)? {
                 return Ok(Binary { path: debug.clone(), debug_path: Some(debug), dwarf: Some(dwarf), symbols });
             }
         }
     }
-    Err(mismatch.or(unreadable).unwrap_or(LoadError::NotFound))
+    Err(mismatch.or(failed).unwrap_or(LoadError::NotFound))
 }
 
 /// Where the binary of `module` may be, in order.
@@ -261,19 +274,30 @@ fn debug_candidates(module: &Module, binary: &Path, link: Option<&str>, debug_di
     v
 }
 
-/// A separate debug file's DWARF and symbols, if it is there, matches and has DWARF.
-fn load_debug_file(module: &Module, path: &Path) -> Option<(Box<LazyDwarf>, Vec<Symbol>)> {
+/// A separate debug file's DWARF and symbols.
+type DebugFile = (Box<LazyDwarf>, Vec<Symbol>);
+
+/// A separate debug file's DWARF and symbols, if it is there, matches and has DWARF; an
+/// error only when no descriptor was left to open it with.
+fn load_debug_file(module: &Module, path: &Path) -> Result<Option<DebugFile>, LoadError> {
     if !path.is_file() {
-        return None;
+        return Ok(None);
     }
-    let file = ObjectFile::open(path).ok()?;
+    let file = match ObjectFile::open(path) {
+        Ok(f) => f,
+        Err(e) if out_of_descriptors(&e) => return Err(LoadError::TooManyOpenFiles(path.to_owned())),
+        Err(_) => return Ok(None),
+    };
     let cache = object::ReadCache::new(file.cache_handle);
-    let obj = object::File::parse(&cache).ok()?;
+    let Ok(obj) = object::File::parse(&cache) else { return Ok(None) };
     if !build_id_matches(module, &obj) {
-        return None;
+        return Ok(None);
     }
-    let dwarf = dwarf_context(&obj, &file.dwarf, file.len).ok()??;
-    Some((dwarf, function_symbols(&obj)))
+    match dwarf_context(&obj, &file.dwarf, file.len) {
+        Ok(dwarf) => Ok(dwarf.map(|dwarf| (dwarf, function_symbols(&obj)))),
+        Err(e) if out_of_descriptors(&e) => Err(LoadError::TooManyOpenFiles(path.to_owned())),
+        Err(_) => Ok(None),
+    }
 }
 
 /// A file matches a module when either has no build id or both have the same.

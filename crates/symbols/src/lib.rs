@@ -79,6 +79,9 @@ pub enum Reason {
     BuildIdMismatch,
     /// The file found is not an object file this build reads.
     UnreadableBinary,
+    /// The file found could not be opened: the analyzer had as many files open as it
+    /// may (its limit on open files; see the crate's README).
+    TooManyOpenFiles,
     /// The binary has neither DWARF nor a symbol for the address (stripped).
     NoSymbols,
     /// The binary has a symbol table but no DWARF for the address: the function, without
@@ -95,6 +98,7 @@ impl Reason {
             Reason::BinaryNotFound => "binary not found",
             Reason::BuildIdMismatch => "build id mismatch",
             Reason::UnreadableBinary => "unreadable binary",
+            Reason::TooManyOpenFiles => "too many open files",
             Reason::NoSymbols => "no symbols",
             Reason::NoDebugInfo => "no line info",
         }
@@ -411,6 +415,7 @@ impl Symbolizer {
                             LoadError::NotFound => Reason::BinaryNotFound,
                             LoadError::BuildIdMismatch(_) => Reason::BuildIdMismatch,
                             LoadError::Unreadable(..) => Reason::UnreadableBinary,
+                            LoadError::TooManyOpenFiles(_) => Reason::TooManyOpenFiles,
                         })
                     }
                 }

@@ -473,6 +473,78 @@ fn a_library_dlopened_and_dlclosed_at_once_is_in_the_module_map() {
     }
 }
 
+/// `replay-cli ARGS` with the limit on open files at `limit`, as a shell's `ulimit`
+/// sets it: `-Sn` the soft limit (the hard limit as it is), `-n` both.
+fn with_open_file_limit(which: &str, limit: u32, args: &[&str]) -> Output {
+    let command = format!("ulimit {which} {limit} && exec \"$0\" \"$@\"");
+    Command::new("/bin/sh")
+        .args(["-c", &command, env!("CARGO_BIN_EXE_replay-cli")])
+        .args(args)
+        .output()
+        .expect("run /bin/sh")
+}
+
+#[test]
+fn a_program_of_more_libraries_than_the_soft_open_file_limit_is_symbolized_whole() {
+    // The symbolizer keeps each binary it loaded open (it reads DWARF as lookups need
+    // it); the commands raise their soft limit to the hard one. 96 copies of a library,
+    // each its own file (a link would be loaded once), each leaking a block.
+    const COPIES: usize = 96;
+    let plugin = build("plugin.c", "libplugin-g.so", &["-shared", "-fPIC", "-O2", "-fno-omit-frame-pointer"]);
+    let host = build("plugins_host.c", "plugins_host", &["-O2", "-fno-omit-frame-pointer"]);
+    let copies = dir().join("many-plugins");
+    let _ = std::fs::remove_dir_all(&copies);
+    std::fs::create_dir_all(&copies).unwrap();
+    let paths: Vec<String> = (0..COPIES)
+        .map(|i| {
+            let path = copies.join(format!("libpart{i}.so"));
+            std::fs::copy(&plugin, &path).unwrap();
+            path.to_str().unwrap().to_owned()
+        })
+        .collect();
+    let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let log = dir().join("many-plugins.mrl");
+    let out = record(&["-o", log.to_str().unwrap()], &host, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ok\n");
+    assert_eq!(module_paths(&log).iter().filter(|p| p.contains("/many-plugins/")).count(), COPIES);
+    let leaks = |which| {
+        let out = with_open_file_limit(which, 48, &["leaks", "--json", "--limit", "0", log.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let mut named = 0;
+        for c in v["domains"].as_array().unwrap().iter().flat_map(|d| d["contexts"].as_array().unwrap()) {
+            for s in c["sites"].as_array().unwrap() {
+                if s["site"]["function"] == "plugin_leak" {
+                    named += s["count"].as_u64().unwrap();
+                }
+            }
+        }
+        let reasons: Vec<String> =
+            v["symbols"]["reasons"].as_array().unwrap().iter().map(|r| r["reason"].as_str().unwrap().into()).collect();
+        (named, reasons)
+    };
+    let (named, reasons) = leaks("-Sn");
+    assert_eq!(named, COPIES as u64, "blocks leaked from plugin_leak, named; unnamed: {reasons:?}");
+    // Where the limit cannot be raised, the frames left unnamed say why.
+    let (named, reasons) = leaks("-n");
+    assert!(named < COPIES as u64 - 48 / 2, "{named}");
+    let out_of_files = reasons.iter().filter(|r| *r == "too-many-open-files").count();
+    assert_eq!(named + out_of_files as u64, COPIES as u64, "{reasons:?}");
+}
+
+#[test]
+fn the_recorded_program_keeps_the_open_file_limit_it_was_given() {
+    library();
+    let out = with_open_file_limit(
+        "-Sn",
+        48,
+        &["record", "-o", dir().join("ulimit.mrl").to_str().unwrap(), "--", "/bin/sh", "-c", "ulimit -Sn"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "48\n");
+}
+
 /// The numbers on `record`'s line about calls after the log ended (allocations, frees,
 /// reallocs, bytes asked); zeros without that line.
 fn after_the_end(text: &str) -> [u64; 4] {

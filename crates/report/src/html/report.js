@@ -946,7 +946,7 @@
     };
   }
   function addressesOf(raw) { return raw ? raw.map((i) => ADDRESSES[i]) : raw; }
-  const REASONS = { 'symbolication-off': 'symbolication off', 'no-module': 'in no recorded module', 'binary-not-found': 'binary not found', 'build-id-mismatch': 'build id mismatch', 'unreadable-binary': 'unreadable binary', 'no-symbols': 'no symbols', 'no-debug-info': 'no line info' };
+  const REASONS = { 'symbolication-off': 'symbolication off', 'no-module': 'in no recorded module', 'binary-not-found': 'binary not found', 'build-id-mismatch': 'build id mismatch', 'unreadable-binary': 'unreadable binary', 'too-many-open-files': 'too many open files', 'no-symbols': 'no symbols', 'no-debug-info': 'no line info' };
   function shortPath(p) {
     let m = /^\/rustc\/[^/]+\/(library\/.*)$/.exec(p);
     if (m) return m[1];
