@@ -13,8 +13,11 @@
 //! Children: the preloaded recorder takes its variables and its `LD_PRELOAD` entry out
 //! of the environment once started, so what the program executes is not recorded, and a
 //! child of `fork` records nothing. One log, of the program itself. A program that
-//! replaces itself with `exec` leaves its log cut off there: once it has exited, this
-//! command reads the log's frames and warns when the end-of-log record is missing.
+//! replaces itself with `exec` has its log finished by the library first, which notes it
+//! in the shared counts below ([`AfterEnd`]), and this command says so (or that the exec
+//! failed, and the program ran on). An exec the library does not see (`execl`, `execlp`,
+//! `execle`) leaves the log cut off: once the program has exited, this command reads the
+//! log's frames and warns when the end-of-log record is missing.
 //!
 //! Calls after the log ended: the library's destructor ends the log, and the destructors
 //! of the libraries initialised before it (libstdc++'s, the C library's) run later. The
@@ -146,9 +149,9 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
             if ends_with_its_record(&output) == Some(false) {
                 eprintln!(
                     "replay-cli: warning: {} is cut off (no end-of-log record): the program ended without \
-                     finishing its recording, by exec (what it ran then is not recorded: record that program \
-                     itself), _exit, or a signal it cannot catch (abort, SIGKILL); reports read what was \
-                     written and say what was lost",
+                     finishing its recording, by _exit, a signal it cannot catch (abort, SIGKILL), or an exec \
+                     not seen (through execl, execlp or execle, or in a Rust program that records itself); \
+                     reports read what was written and say what was lost",
                     output.display()
                 );
             }
@@ -159,7 +162,19 @@ pub fn run(a: &RecordArgs) -> Result<u8, CliError> {
             output.display()
         ),
     }
-    if let Some(line) = after_end.and_then(|a| a.read()).and_then(|c| c.line()) {
+    let counts = after_end.and_then(|a| a.read()).filter(|c| c.attached);
+    match counts.as_ref().map(|c| c.exec) {
+        Some(Exec::Replaced) => eprintln!(
+            "replay-cli: the program replaced itself (exec): its log ends there, finished; what the exec ran \
+             is not recorded (record that program itself)"
+        ),
+        Some(Exec::Failed) => eprintln!(
+            "replay-cli: the program called exec, which failed: its log ended there, finished, and the \
+             program ran on"
+        ),
+        _ => {}
+    }
+    if let Some(line) = counts.and_then(|c| c.line()) {
         eprintln!("replay-cli: {line}");
     }
     Ok(code)
@@ -175,9 +190,10 @@ fn ends_with_its_record(path: &Path) -> Option<bool> {
 }
 
 /// The counts the preloaded library keeps of the calls made after the log ended: shared
-/// memory (a memfd) laid out as `crates/capi/src/preload.rs`'s `AfterEnd`, five `u64` in
+/// memory (a memfd) laid out as `crates/capi/src/preload.rs`'s `AfterEnd`, six `u64` in
 /// native byte order: `attached` (1 once the library counts there), `allocations`,
-/// `frees`, `reallocs`, `bytes`.
+/// `frees`, `reallocs`, `bytes`, `exec` (1 if the log was ended for an exec, 2 if that
+/// exec then failed).
 struct AfterEnd {
     fd: std::os::fd::OwnedFd,
 }
@@ -190,6 +206,18 @@ struct AfterEndCounts {
     frees: u64,
     reallocs: u64,
     bytes: u64,
+    exec: Exec,
+}
+
+/// Whether the library ended the log for an exec (`AfterEnd`'s sixth word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exec {
+    /// It did not.
+    No,
+    /// It did, and the exec replaced the program (or killed it: the library cannot tell).
+    Replaced,
+    /// It did, and the exec failed: the program ran on.
+    Failed,
 }
 
 impl AfterEnd {
@@ -208,13 +236,18 @@ impl AfterEnd {
     }
 
     fn read(&self) -> Option<AfterEndCounts> {
-        let mut words = [0u64; 5];
+        let mut words = [0u64; 6];
         let len = std::mem::size_of_val(&words);
         // SAFETY: reads at most `len` bytes into `words`, which has room for them.
         let n = unsafe { libc::pread(self.fd.as_raw_fd(), words.as_mut_ptr().cast(), len, 0) };
         (n == len as isize).then(|| {
-            let [attached, allocations, frees, reallocs, bytes] = words;
-            AfterEndCounts { attached: attached == 1, allocations, frees, reallocs, bytes }
+            let [attached, allocations, frees, reallocs, bytes, exec] = words;
+            let exec = match exec {
+                1 => Exec::Replaced,
+                2 => Exec::Failed,
+                _ => Exec::No,
+            };
+            AfterEndCounts { attached: attached == 1, allocations, frees, reallocs, bytes, exec }
         })
     }
 }
@@ -226,10 +259,13 @@ impl AfterEndCounts {
             return None;
         }
         let n = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        let after = match self.exec {
+            Exec::Failed => "after the exec that failed",
+            _ => "the destructors of libraries initialised before it, the C library's clean-up",
+        };
         Some(format!(
             "after the log ended, the program made {}, {} and {} ({} bytes asked), not in the log: \
-             counted by libmemreplay (the destructors of libraries initialised before it, the C library's \
-             clean-up)",
+             counted by libmemreplay ({after})",
             n(self.allocations, "allocation"),
             n(self.frees, "free"),
             n(self.reallocs, "realloc"),

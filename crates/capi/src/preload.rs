@@ -69,6 +69,17 @@
 //! A process ended by `_exit` or a signal other than SIGTERM and SIGINT (which the
 //! recorder handles) leaves a log cut short, which the reader reads up to its last flush.
 //!
+//! **Exec.** An exec replaces the process without running any destructor, so `execve`,
+//! `execv`, `execvp`, `execvpe` and `fexecve` are interposed: before glibc's, the log ends
+//! as in the destructor, if the exec can run (a regular file that may be executed, found
+//! in `PATH` as glibc finds it for the `p` forms; a shell trying each `PATH` entry ends
+//! nothing until the one that runs), and [`AfterEnd`] notes that it ended for an exec. If
+//! the exec fails all the same (a file that is not a program), `AfterEnd` says that too,
+//! and the process runs on, its calls counted as after the end. The child of a `vfork`
+//! shares this memory but not the session's threads: its exec (another process id) ends
+//! nothing. `execl`, `execlp` and `execle` call glibc's internal `execve` and are
+//! variadic, which stable Rust cannot define: an exec through them leaves the log cut off.
+//!
 //! **Children.** Once started, the constructor takes `MEMREPLAY_LOG`, `MEMREPLAY_OPTIONS`
 //! and this library's entry of `LD_PRELOAD` out of the environment, so a program the
 //! process executes is not recorded (it would overwrite the same log). The child of a
@@ -112,7 +123,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 unsafe extern "C" {
     fn __libc_malloc(size: usize) -> *mut c_void;
@@ -138,7 +149,8 @@ const OFF: u8 = 2;
 /// The constructor is starting the session: calls other than the recorder's own are
 /// still kept track of in [`EARLY`] until it hands the table over.
 const STARTING: u8 = 3;
-/// The destructor ended the log: calls pass through and are counted ([`AFTER`]).
+/// The log ended (in the destructor, or before an exec): calls pass through and are
+/// counted ([`AFTER`]).
 const ENDED: u8 = 4;
 
 static STATE: AtomicU8 = AtomicU8::new(WAITING);
@@ -348,11 +360,13 @@ fn lock_early() -> Locked {
 
 // ---- After the end: calls counted where `replay-cli record` can read them.
 
-/// Calls made after this library's destructor ended the log, counted. The constructor
-/// maps the shared memory that `MEMREPLAY_AFTER_END_FD` names (`replay-cli record`
-/// passes a memfd): five `u64` in native byte order, `attached` (1 once the library
-/// counts there), `allocations`, `frees`, `reallocs`, `bytes` (asked for by the
-/// allocations and reallocs). Without one, the counts stay in this process.
+/// Calls made after the log ended (in this library's destructor, or before an exec),
+/// counted. The constructor maps the shared memory that `MEMREPLAY_AFTER_END_FD` names
+/// (`replay-cli record` passes a memfd): six `u64` in native byte order, `attached` (1
+/// once the library counts there), `allocations`, `frees`, `reallocs`, `bytes` (asked
+/// for by the allocations and reallocs), `exec` (1 if the log was ended for an exec, 2 if
+/// that exec then failed).
+/// Without one, the counts stay in this process.
 #[repr(C)]
 struct AfterEnd {
     attached: AtomicU64,
@@ -360,6 +374,7 @@ struct AfterEnd {
     frees: AtomicU64,
     reallocs: AtomicU64,
     bytes: AtomicU64,
+    exec: AtomicU64,
 }
 
 static AFTER_HERE: AfterEnd = AfterEnd {
@@ -368,6 +383,7 @@ static AFTER_HERE: AfterEnd = AfterEnd {
     frees: AtomicU64::new(0),
     reallocs: AtomicU64::new(0),
     bytes: AtomicU64::new(0),
+    exec: AtomicU64::new(0),
 };
 
 /// Where calls after the end are counted: [`AFTER_HERE`] or the shared memory.
@@ -732,21 +748,22 @@ entry_point!(
 // ---- `dlclose`: the module map keeps what is unloaded.
 
 /// glibc's `dlclose`, found once with `dlsym(RTLD_NEXT)` (0 until then).
+/// The address of the next definition of `name` after this library's (glibc's), looked up
+/// once and kept in `cache`; 0 if there is none.
+fn next_definition(cache: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut f = cache.load(Ordering::Acquire);
+    if f == 0 {
+        // SAFETY: `dlsym` with a C string; it may call `malloc`, which works from here
+        // (ours passes through or records).
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        cache.store(f, Ordering::Release);
+    }
+    f
+}
+
 static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
-
-fn real_dlclose() -> Option<DlcloseFn> {
-    let mut f = REAL_DLCLOSE.load(Ordering::Acquire);
-    if f == 0 {
-        // SAFETY: `dlsym` with a constant C string; it may call `malloc`, which works
-        // from here (ours passes through or records).
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) } as usize;
-        REAL_DLCLOSE.store(f, Ordering::Release);
-    }
-    // SAFETY: a non-null address `dlsym` returned for `dlclose` is glibc's `dlclose`.
-    (f != 0).then(|| unsafe { std::mem::transmute::<usize, DlcloseFn>(f) })
-}
 
 /// `dlclose`: first has the recorder scan the modules and waits (a second at most) until
 /// that scan is in the log, so a library about to be unloaded is in the module map while
@@ -765,13 +782,232 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
         recorder::raw::request_module_scan(true);
     }
     recorder::raw::modules_unloaded();
-    let closed = match real_dlclose() {
+    // SAFETY: glibc's `dlclose` has this type.
+    let closed = match unsafe { real::<DlcloseFn>(&REAL_DLCLOSE, c"dlclose") } {
         // SAFETY: glibc's `dlclose`, with the caller's handle.
         Some(real) => unsafe { real(handle) },
         None => -1,
     };
     recorder::raw::modules_unloaded();
     closed
+}
+
+// ---- Exec: the log ends before the process is replaced.
+
+/// The process the session records (the child of a `vfork`, which shares this memory but
+/// not the session's threads, must not end it).
+static RECORDING_PID: AtomicI32 = AtomicI32::new(0);
+
+/// [`AfterEnd::exec`]: the log was ended for an exec...
+const EXEC_ENDED: u64 = 1;
+/// ... which then failed: the process ran on.
+const EXEC_FAILED: u64 = 2;
+
+/// Runs the exec `real` (glibc's, or `None` if there is none: `ENOSYS`), after ending the
+/// log if it `runs` (its program exists and may be executed) as the destructor would,
+/// since an exec replaces the process without running it. [`AfterEnd::exec`] says that
+/// the log ended there, and whether the exec failed all the same (a file that is not a
+/// program): the process then runs on with its log ended, its calls counted as after
+/// the end. An exec that cannot run (a shell trying each `PATH` entry) ends nothing.
+fn exec_after_the_end(runs: bool, real: Option<impl FnOnce() -> c_int>) -> c_int {
+    // SAFETY: getpid takes nothing and cannot fail.
+    let pid = unsafe { libc::getpid() };
+    let ends = runs && on() && !recorder::raw::in_recorder() && pid == RECORDING_PID.load(Ordering::Relaxed);
+    let ended = ends && STATE.compare_exchange(ON, ENDED, Ordering::AcqRel, Ordering::Acquire).is_ok();
+    if ended {
+        after().exec.store(EXEC_ENDED, Ordering::Relaxed);
+        recorder::untracked(|| drop(recorder::stop()));
+    }
+    let Some(real) = real else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // It returns only if it failed (errno says why, for the caller).
+    let failed = real();
+    if ended {
+        after().exec.store(EXEC_FAILED, Ordering::Relaxed);
+    }
+    failed
+}
+
+/// Whether `path` names a regular file this process may execute.
+///
+/// # Safety
+///
+/// `path` is null or a NUL-terminated string.
+unsafe fn executable(path: *const libc::c_char) -> bool {
+    if path.is_null() {
+        return false;
+    }
+    // SAFETY: `st` is written by `stat` before it is read; `path` is a C string.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::stat(path, &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && libc::access(path, libc::X_OK) == 0
+    }
+}
+
+/// Whether `execvp` would find `file` to execute: itself if it names a directory part,
+/// else the first executable `DIR/file` for `DIR` in `PATH` (glibc's default
+/// `/bin:/usr/bin` when it is unset; an empty entry is the current directory). Allocates
+/// nothing.
+///
+/// # Safety
+///
+/// `file` is null or a NUL-terminated string.
+unsafe fn found_in_path(file: *const libc::c_char) -> bool {
+    if file.is_null() {
+        return false;
+    }
+    // SAFETY: a C string, as the caller promises.
+    let name = unsafe { std::ffi::CStr::from_ptr(file) }.to_bytes();
+    if name.is_empty() {
+        return false;
+    }
+    if name.contains(&b'/') {
+        // SAFETY: as above.
+        return unsafe { executable(file) };
+    }
+    // SAFETY: getenv's string is read at once.
+    let path = unsafe {
+        let v = libc::getenv(c"PATH".as_ptr());
+        if v.is_null() {
+            &b"/bin:/usr/bin"[..]
+        } else {
+            std::ffi::CStr::from_ptr(v).to_bytes()
+        }
+    };
+    let mut buf = [0u8; 4096];
+    path.split(|&c| c == b':').any(|dir| {
+        let dir = if dir.is_empty() { &b"."[..] } else { dir };
+        let len = dir.len() + 1 + name.len();
+        if len >= buf.len() {
+            return false;
+        }
+        buf[..dir.len()].copy_from_slice(dir);
+        buf[dir.len()] = b'/';
+        buf[dir.len() + 1..len].copy_from_slice(name);
+        buf[len] = 0;
+        // SAFETY: `buf` holds a NUL-terminated string.
+        unsafe { executable(buf.as_ptr().cast()) }
+    })
+}
+
+type Argv = *const *const libc::c_char;
+
+static REAL_EXECVE: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECV: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECVP: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECVPE: AtomicUsize = AtomicUsize::new(0);
+static REAL_FEXECVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Looks up glibc's exec functions while the session starts, so that an exec never calls
+/// `dlsym` (which may allocate) in the child of a `vfork`.
+fn find_exec_functions() {
+    for (cache, name) in [
+        (&REAL_EXECVE, c"execve"),
+        (&REAL_EXECV, c"execv"),
+        (&REAL_EXECVP, c"execvp"),
+        (&REAL_EXECVPE, c"execvpe"),
+        (&REAL_FEXECVE, c"fexecve"),
+    ] {
+        next_definition(cache, name);
+    }
+}
+
+/// glibc's definition of `name`, of type `F` (a function pointer type), if there is one.
+///
+/// # Safety
+///
+/// `F` is the type of glibc's `name`.
+unsafe fn real<F: Copy>(cache: &AtomicUsize, name: &std::ffi::CStr) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    match next_definition(cache, name) {
+        0 => None,
+        // SAFETY: a non-null address `dlsym` gave for `name`, whose type the caller names.
+        f => Some(unsafe { std::mem::transmute_copy::<usize, F>(&f) }),
+    }
+}
+
+type ExecveFn = unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> c_int;
+type ExecvFn = unsafe extern "C" fn(*const libc::c_char, Argv) -> c_int;
+type FexecveFn = unsafe extern "C" fn(c_int, Argv, Argv) -> c_int;
+
+/// `execve`: the log ends first if the program can run (see [`exec_after_the_end`]).
+///
+/// The exec functions glibc defines with variable arguments (`execl`, `execlp`,
+/// `execle`) call its internal `execve`, which no preloaded library can interpose, and
+/// stable Rust cannot define a variadic function: a program that replaces itself through
+/// them leaves its log cut off, as before, and `replay-cli record` says so.
+///
+/// # Safety
+///
+/// As glibc's `execve`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(path: *const libc::c_char, argv: Argv, envp: Argv) -> c_int {
+    // SAFETY: the caller's C string; glibc's `execve` has this type, and takes the
+    // caller's arguments.
+    unsafe {
+        let f = real::<ExecveFn>(&REAL_EXECVE, c"execve");
+        exec_after_the_end(executable(path), f.map(|f| move || f(path, argv, envp)))
+    }
+}
+
+/// `execv`, as [`execve`].
+///
+/// # Safety
+///
+/// As glibc's `execv`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const libc::c_char, argv: Argv) -> c_int {
+    // SAFETY: as in `execve`.
+    unsafe {
+        let f = real::<ExecvFn>(&REAL_EXECV, c"execv");
+        exec_after_the_end(executable(path), f.map(|f| move || f(path, argv)))
+    }
+}
+
+/// `execvp`, as [`execve`], the program found in `PATH` as glibc finds it.
+///
+/// # Safety
+///
+/// As glibc's `execvp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const libc::c_char, argv: Argv) -> c_int {
+    // SAFETY: as in `execve`.
+    unsafe {
+        let f = real::<ExecvFn>(&REAL_EXECVP, c"execvp");
+        exec_after_the_end(found_in_path(file), f.map(|f| move || f(file, argv)))
+    }
+}
+
+/// `execvpe`, as [`execvp`].
+///
+/// # Safety
+///
+/// As glibc's `execvpe`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(file: *const libc::c_char, argv: Argv, envp: Argv) -> c_int {
+    // SAFETY: as in `execve`.
+    unsafe {
+        let f = real::<ExecveFn>(&REAL_EXECVPE, c"execvpe");
+        exec_after_the_end(found_in_path(file), f.map(|f| move || f(file, argv, envp)))
+    }
+}
+
+/// `fexecve`, as [`execve`] (what a descriptor holds is not checked ahead).
+///
+/// # Safety
+///
+/// As glibc's `fexecve`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
+    // SAFETY: as in `execve`.
+    unsafe {
+        let f = real::<FexecveFn>(&REAL_FEXECVE, c"fexecve");
+        exec_after_the_end(fd >= 0, f.map(|f| move || f(fd, argv, envp)))
+    }
 }
 
 // ---- Start-up.
@@ -893,6 +1129,9 @@ extern "C" fn init() {
         !v.is_null() && *v != 0
     };
     if asked {
+        // SAFETY: getpid takes nothing and cannot fail.
+        RECORDING_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+        find_exec_functions();
         recorder::raw::start_from_env();
         // What this takes (Rust's, and setenv's copies) is the recorder's own.
         recorder::untracked(clear_environment);

@@ -224,21 +224,93 @@ fn the_exit_status_is_passed_through() {
     assert!(Log::open(&log).unwrap().report.end.is_none());
 }
 
+/// What `record` said on `out`, and the log at `log`, read whole.
+fn said_and_read(out: &Output, log: &Path) -> (String, Log) {
+    assert!(out.status.success(), "{}", stderr(out));
+    (stderr(out), Log::open(log).unwrap())
+}
+
+const REPLACED: &str = "the program replaced itself (exec): its log ends there, finished";
+
 #[test]
 fn a_program_that_replaces_itself_with_exec_is_recorded_up_to_the_exec_and_record_says_so() {
-    // What a launch script's last line does: the shell execs the program in its place. The
-    // shell's log stops there without its end-of-log record; the program it ran is not
-    // recorded (the recorder took itself out of the environment), so it makes no log.
-    let log = dir().join("exec-in-place.mrl");
-    let out = record(&["-o", log.to_str().unwrap()], Path::new("/bin/sh"), &["-c", "exec /bin/true"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let said = stderr(&out);
-    assert!(said.contains("is cut off (no end-of-log record)") && said.contains("by exec"), "{said}");
-    let read = Log::open(&log).unwrap();
-    assert!(read.report.end.is_none() && read.report.damage.is_empty(), "{:?}", read.report);
-    // The shell's own log: its executable, not /bin/true's.
-    let shell = std::fs::canonicalize("/bin/sh").unwrap();
-    assert_eq!(Path::new(&read.header.exe_path), shell, "{:?}", read.header);
+    // What a launch script's last line does: the shell execs the program in its place.
+    // The shell's log ends there, finished; the program it ran is not recorded (the
+    // recorder took itself out of the environment), so it makes no log. The shell tries
+    // each `PATH` entry in turn: those that cannot run end nothing.
+    for command in ["exec /bin/true", "PATH=/nonexistent:/usr/bin:/bin; exec true"] {
+        let log = dir().join("exec-in-place.mrl");
+        let out = record(&["-o", log.to_str().unwrap()], Path::new("/bin/sh"), &["-c", command]);
+        let (said, read) = said_and_read(&out, &log);
+        assert!(
+            said.contains(REPLACED) && !said.contains("cut off") && !said.contains("after the log ended"),
+            "{command}: {said}"
+        );
+        assert!(read.report.is_clean() && read.report.end.is_some(), "{command}: {:?}", read.report);
+        // The shell's own log: its executable, not /bin/true's.
+        let shell = std::fs::canonicalize("/bin/sh").unwrap();
+        assert_eq!(Path::new(&read.header.exe_path), shell, "{:?}", read.header);
+    }
+    // A C program, through `execv` and `execvp`: the allocation before is in the log.
+    let exe = build("exec_then.c", "exec_then", &["-O2", "-fno-omit-frame-pointer"]);
+    for (how, program) in [("v", "/bin/true"), ("p", "true")] {
+        let log = dir().join(format!("exec-{how}.mrl"));
+        let out = record(&["-o", log.to_str().unwrap()], &exe, &[how, program]);
+        let (said, read) = said_and_read(&out, &log);
+        assert!(said.contains(REPLACED) && !said.contains("after the log ended"), "{how}: {said}");
+        assert!(read.report.is_clean() && read.report.end.is_some(), "{how}: {:?}", read.report);
+        assert!(leak_sites(&log).iter().any(|(f, n)| f == "main" && *n == 1), "{how}: {:?}", leak_sites(&log));
+        assert_eq!(stdout(&out), "", "{how}: the exec replaced it");
+    }
+}
+
+#[test]
+fn a_child_of_vfork_that_execs_leaves_the_log_to_its_parent() {
+    // The child shares the parent's memory, the library's state included, but not its
+    // threads: its exec ends nothing, and the parent records on.
+    let exe = build("exec_then.c", "exec_then", &["-O2", "-fno-omit-frame-pointer"]);
+    let log = dir().join("exec-vfork.mrl");
+    let out = record(&["-o", log.to_str().unwrap()], &exe, &["f", "/bin/true"]);
+    let (said, read) = said_and_read(&out, &log);
+    assert_eq!(stdout(&out), "child done\n");
+    assert!(!said.contains(REPLACED) && !said.contains("after the log ended"), "{said}");
+    assert!(read.report.is_clean() && read.report.end.is_some(), "{:?}", read.report);
+    assert_eq!(leak_sites(&log).iter().filter(|(f, _)| f == "main").map(|(_, n)| n).sum::<u64>(), 2);
+}
+
+#[test]
+fn an_exec_that_fails_is_said_and_what_follows_is_counted() {
+    let exe = build("exec_then.c", "exec_then", &["-O2", "-fno-omit-frame-pointer"]);
+    // Not executable: the exec cannot run, nothing ends, the program records on.
+    let log = dir().join("exec-cannot.mrl");
+    let not_executable = dir().join("not-executable");
+    std::fs::write(&not_executable, "data\n").unwrap();
+    let out = record(&["-o", log.to_str().unwrap()], &exe, &["v", not_executable.to_str().unwrap()]);
+    let (said, read) = said_and_read(&out, &log);
+    assert_eq!(stdout(&out), "exec failed\n");
+    assert!(!said.contains(REPLACED) && !said.contains("after the log ended"), "{said}");
+    assert!(read.report.is_clean() && read.report.end.is_some(), "{:?}", read.report);
+    assert_eq!(leak_sites(&log).iter().filter(|(f, _)| f == "main").map(|(_, n)| n).sum::<u64>(), 2);
+    // Executable but no program (no ELF header, no `#!`): the log ended before the exec
+    // failed, and the allocation after it is counted, not lost without a word.
+    use std::os::unix::fs::PermissionsExt as _;
+    let log = dir().join("exec-fails.mrl");
+    let no_program = dir().join("no-program");
+    std::fs::write(&no_program, "not a program\n").unwrap();
+    std::fs::set_permissions(&no_program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = record(&["-o", log.to_str().unwrap()], &exe, &["v", no_program.to_str().unwrap()]);
+    let (said, read) = said_and_read(&out, &log);
+    assert_eq!(stdout(&out), "exec failed\n");
+    assert!(
+        said.contains("the program called exec, which failed: its log ended there") && !said.contains(REPLACED),
+        "{said}"
+    );
+    // The allocation after it (and what printing "exec failed" takes).
+    assert!(
+        said.contains("after the log ended, the program made ") && said.contains("(after the exec that failed)"),
+        "{said}"
+    );
+    assert!(read.report.is_clean() && read.report.end.is_some(), "{:?}", read.report);
 }
 
 #[test]
