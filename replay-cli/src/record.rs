@@ -261,7 +261,8 @@ impl AfterEndCounts {
         let n = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         let after = match self.exec {
             Exec::Failed => "after the exec that failed",
-            _ => "the destructors of libraries initialised before it, the C library's clean-up",
+            Exec::Replaced => "its other threads, until the exec replaced it",
+            Exec::No => "the destructors of libraries initialised before it, the C library's clean-up",
         };
         Some(format!(
             "after the log ended, the program made {}, {} and {} ({} bytes asked), not in the log: \
@@ -415,5 +416,26 @@ mod tests {
         assert!(holds_the_recorder(&line));
         assert!(String::from_utf8_lossy(&line).contains("MEMREPLAY_LOG is set but nothing"));
         assert!(!holds_the_recorder(b"MEMREPLAY_LOG\0"));
+    }
+
+    /// The line about calls after the end names what made them, by how the log ended.
+    #[test]
+    fn calls_after_the_end_are_said_with_their_cause() {
+        let counts = |exec| AfterEndCounts { attached: true, allocations: 1, frees: 0, reallocs: 0, bytes: 64, exec };
+        let cause = |exec| {
+            let line = counts(exec).line().unwrap();
+            assert!(
+                line.starts_with(
+                    "after the log ended, the program made 1 allocation, 0 frees and 0 reallocs (64 bytes asked)"
+                ),
+                "{line}"
+            );
+            line.rsplit_once('(').unwrap().1.trim_end_matches(')').to_owned()
+        };
+        assert_eq!(cause(Exec::No), "the destructors of libraries initialised before it, the C library's clean-up");
+        assert_eq!(cause(Exec::Replaced), "its other threads, until the exec replaced it");
+        assert_eq!(cause(Exec::Failed), "after the exec that failed");
+        let none = AfterEndCounts { allocations: 0, bytes: 0, ..counts(Exec::Failed) };
+        assert_eq!(none.line(), None, "nothing counted: nothing said");
     }
 }

@@ -809,7 +809,7 @@ const EXEC_FAILED: u64 = 2;
 /// the log ended there, and whether the exec failed all the same (a file that is not a
 /// program): the process then runs on with its log ended, its calls counted as after
 /// the end. An exec that cannot run (a shell trying each `PATH` entry) ends nothing.
-fn exec_after_the_end(runs: bool, real: Option<impl FnOnce() -> c_int>) -> c_int {
+fn end_then_exec(runs: bool, real: Option<impl FnOnce() -> c_int>) -> c_int {
     // SAFETY: getpid takes nothing and cannot fail.
     let pid = unsafe { libc::getpid() };
     let ends = runs && on() && !recorder::raw::in_recorder() && pid == RECORDING_PID.load(Ordering::Relaxed);
@@ -934,7 +934,7 @@ type ExecveFn = unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const libc::c_char, Argv) -> c_int;
 type FexecveFn = unsafe extern "C" fn(c_int, Argv, Argv) -> c_int;
 
-/// `execve`: the log ends first if the program can run (see [`exec_after_the_end`]).
+/// `execve`: the log ends first if the program can run (see [`end_then_exec`]).
 ///
 /// The exec functions glibc defines with variable arguments (`execl`, `execlp`,
 /// `execle`) call its internal `execve`, which no preloaded library can interpose, and
@@ -950,7 +950,7 @@ pub unsafe extern "C" fn execve(path: *const libc::c_char, argv: Argv, envp: Arg
     // caller's arguments.
     unsafe {
         let f = real::<ExecveFn>(&REAL_EXECVE, c"execve");
-        exec_after_the_end(executable(path), f.map(|f| move || f(path, argv, envp)))
+        end_then_exec(executable(path), f.map(|f| move || f(path, argv, envp)))
     }
 }
 
@@ -964,7 +964,7 @@ pub unsafe extern "C" fn execv(path: *const libc::c_char, argv: Argv) -> c_int {
     // SAFETY: as in `execve`.
     unsafe {
         let f = real::<ExecvFn>(&REAL_EXECV, c"execv");
-        exec_after_the_end(executable(path), f.map(|f| move || f(path, argv)))
+        end_then_exec(executable(path), f.map(|f| move || f(path, argv)))
     }
 }
 
@@ -978,7 +978,7 @@ pub unsafe extern "C" fn execvp(file: *const libc::c_char, argv: Argv) -> c_int 
     // SAFETY: as in `execve`.
     unsafe {
         let f = real::<ExecvFn>(&REAL_EXECVP, c"execvp");
-        exec_after_the_end(found_in_path(file), f.map(|f| move || f(file, argv)))
+        end_then_exec(found_in_path(file), f.map(|f| move || f(file, argv)))
     }
 }
 
@@ -992,7 +992,7 @@ pub unsafe extern "C" fn execvpe(file: *const libc::c_char, argv: Argv, envp: Ar
     // SAFETY: as in `execve`.
     unsafe {
         let f = real::<ExecveFn>(&REAL_EXECVPE, c"execvpe");
-        exec_after_the_end(found_in_path(file), f.map(|f| move || f(file, argv, envp)))
+        end_then_exec(found_in_path(file), f.map(|f| move || f(file, argv, envp)))
     }
 }
 
@@ -1006,7 +1006,7 @@ pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     // SAFETY: as in `execve`.
     unsafe {
         let f = real::<FexecveFn>(&REAL_FEXECVE, c"fexecve");
-        exec_after_the_end(fd >= 0, f.map(|f| move || f(fd, argv, envp)))
+        end_then_exec(fd >= 0, f.map(|f| move || f(fd, argv, envp)))
     }
 }
 
